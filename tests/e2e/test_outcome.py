@@ -1,0 +1,114 @@
+"""Outcome judgments through a real server process and the real vLLM engine."""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from service.scoring import prompts
+
+# bf16 logits on the CPU engine move in steps of one bf16 ulp (0.0625-0.125 at these
+# magnitudes) between cold/cached and batched/single calls; loadtests/logit_drift.py measured
+# 0.0 on this machine, so the bound allows exactly one such step.
+LOGIT_TOL = 0.13
+
+QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips in total?"
+RIGHT = "In May she sold 48 / 2 = 24 clips. In total 48 + 24 = 72 clips. The answer is 72."
+WRONG = "In May she sold 48 * 2 = 96 clips. In total 48 + 96 = 144 clips. The answer is 144."
+
+
+def judge(url: str, **body: Any) -> httpx.Response:
+    return httpx.post(url + "/v1/judge/outcome", json=body, timeout=300)
+
+
+def test_direct_judgment_fields(server: Any) -> None:
+    r = judge(server.url, question=QUESTION, response=RIGHT)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert 0.0 < body["score"] < 1.0
+    assert abs(body["score"] - 1 / (1 + math.exp(-body["logit"]))) < 1e-6
+    assert body["verdict"] == (1 if body["score"] >= 0.5 else 0)
+    assert body["mode"] == "direct"
+    assert body["rationale"] is None
+    assert body["samples"] is None
+    usage = body["usage"]
+    assert usage["engine_calls"] == 1
+    assert usage["generated_tokens"] == 1
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["generated_tokens"]
+
+
+def test_usage_matches_tokenizer_count(server: Any, tokenizer: Any) -> None:
+    user = prompts.outcome_user(QUESTION, WRONG, False, tokenizer.all_special_tokens)
+    chat = tokenizer.apply_chat_template(
+        [{"role": "system", "content": prompts.SYSTEM}, {"role": "user", "content": user}],
+        tokenize=True,
+        add_generation_prompt=True,
+    )
+    ids = chat["input_ids"] if hasattr(chat, "keys") else chat
+    expected = len(ids) + len(tokenizer.encode("Verdict: ", add_special_tokens=False))
+    body = judge(server.url, question=QUESTION, response=WRONG).json()
+    assert body["usage"]["prompt_tokens"] == expected
+
+
+def test_same_request_twice_is_stable(server: Any) -> None:
+    a = judge(server.url, question=QUESTION, response=WRONG).json()
+    b = judge(server.url, question=QUESTION, response=WRONG).json()
+    assert abs(a["logit"] - b["logit"]) <= LOGIT_TOL
+    # The second call reuses the first one's prompt blocks (block size 128 on CPU).
+    assert b["usage"]["cached_tokens"] >= 128
+
+
+def test_concurrent_equals_sequential(server: Any) -> None:
+    items = [(f"{QUESTION} (variant {i})", RIGHT if i % 2 else WRONG) for i in range(16)]
+    sequential = [judge(server.url, question=q, response=a).json()["logit"] for q, a in items]
+    with ThreadPoolExecutor(16) as pool:
+        futures = [pool.submit(judge, server.url, question=q, response=a) for q, a in items]
+        concurrent = [f.result().json()["logit"] for f in futures]
+    diffs = [abs(x - y) for x, y in zip(sequential, concurrent, strict=True)]
+    assert max(diffs) <= LOGIT_TOL, diffs
+
+
+def test_reasoning_respects_budget(server: Any) -> None:
+    r = judge(
+        server.url,
+        question=QUESTION,
+        response=WRONG,
+        mode="reasoning",
+        reasoning_tokens=32,
+        samples=3,
+        seed=7,
+        return_rationale=True,
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert len(body["samples"]) == 3
+    for s in body["samples"]:
+        assert 0 <= s["rationale_tokens"] <= 32
+        assert s["rationale_finish"] in ("verdict", "eos", "length")
+        assert isinstance(s["rationale"], str)
+        assert abs(s["score"] - 1 / (1 + math.exp(-s["logit"]))) < 1e-6
+    mean = sum(s["score"] for s in body["samples"]) / 3
+    assert body["score"] == pytest.approx(mean, abs=1e-9)
+    usage = body["usage"]
+    assert usage["engine_calls"] == 6  # rationale + verdict per sample
+    rationale_tokens = sum(s["rationale_tokens"] for s in body["samples"])
+    assert usage["generated_tokens"] == rationale_tokens + 3
+    assert usage["cached_tokens"] > 0  # the verdict step reuses the rationale prompt
+
+
+def test_single_reasoning_sample_returns_rationale(server: Any) -> None:
+    body = judge(
+        server.url,
+        question=QUESTION,
+        response=RIGHT,
+        mode="reasoning",
+        reasoning_tokens=16,
+        return_rationale=True,
+    ).json()
+    assert body["samples"] is None
+    assert isinstance(body["rationale"], str)
+    assert body["usage"]["generated_tokens"] <= 17

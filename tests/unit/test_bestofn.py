@@ -1,0 +1,132 @@
+"""Tests for service.scoring.bestofn on the real GSM8K example solutions (METHODS Part D)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.scoring.bestofn import (
+    SOLVER_ORDER,
+    BestOfNItem,
+    Candidate,
+    load_gsm8k_solutions,
+    parse_gsm8k_row,
+    selection_report,
+)
+
+DATA = (
+    Path(__file__).resolve().parents[2].parent / "shared/data/gsm8k/example_model_solutions.jsonl"
+)
+N_ROWS = 50
+
+
+@pytest.fixture(scope="module")
+def raw_rows() -> list[dict[str, object]]:
+    """The first N_ROWS rows decoded directly, independent of the loader."""
+    with DATA.open(encoding="utf-8") as handle:
+        return [json.loads(next(handle)) for _ in range(N_ROWS)]
+
+
+@pytest.fixture(scope="module")
+def items() -> list[BestOfNItem]:
+    return load_gsm8k_solutions(DATA, limit=N_ROWS)
+
+
+def _correct_flags(row: dict[str, object]) -> list[bool]:
+    flags = []
+    for name in SOLVER_ORDER:
+        entry = row[name]
+        assert isinstance(entry, dict)
+        flags.append(bool(entry["is_correct"]))
+    return flags
+
+
+def test_loader_reads_rows_in_solver_order(
+    items: list[BestOfNItem], raw_rows: list[dict[str, object]]
+) -> None:
+    assert len(items) == N_ROWS
+    assert items[0].question.startswith("Janet\u2019s ducks lay 16 eggs per day.")
+    assert items[0].ground_truth.endswith("A: 18")
+    for item, row in zip(items, raw_rows, strict=True):
+        assert [c.solver_name for c in item.candidates] == list(SOLVER_ORDER)
+        assert [c.is_correct for c in item.candidates] == _correct_flags(row)
+    # Row 0: only the 175b verification solver is right (see the data file).
+    assert [c.is_correct for c in items[0].candidates] == [False, False, False, True]
+
+
+def test_oracle_scores_reach_the_any_correct_upper_bound(
+    items: list[BestOfNItem], raw_rows: list[dict[str, object]]
+) -> None:
+    oracle_scores = [[float(c.is_correct) for c in item.candidates] for item in items]
+    report = selection_report(items, oracle_scores)
+    any_correct = sum(any(_correct_flags(row)) for row in raw_rows) / N_ROWS
+    assert report["n_items"] == N_ROWS
+    assert report["selection_accuracy"] == pytest.approx(any_correct)
+    assert report["oracle_accuracy"] == pytest.approx(any_correct)
+    assert 0.0 < any_correct <= 1.0
+
+
+def test_baselines_match_direct_computation(
+    items: list[BestOfNItem], raw_rows: list[dict[str, object]]
+) -> None:
+    flags = [_correct_flags(row) for row in raw_rows]
+    report = selection_report(items, [[0.0] * 4 for _ in items])
+    # All-equal scores: ties go to candidate 0, so selection equals first-candidate accuracy.
+    assert report["selection_accuracy"] == pytest.approx(sum(f[0] for f in flags) / N_ROWS)
+    assert report["first_accuracy"] == pytest.approx(sum(f[0] for f in flags) / N_ROWS)
+    assert report["random_accuracy"] == pytest.approx(sum(sum(f) / 4 for f in flags) / N_ROWS)
+    assert report["first_accuracy"] <= report["oracle_accuracy"]
+
+
+def test_selection_on_hand_made_items() -> None:
+    def item(*flags: bool) -> BestOfNItem:
+        cands = tuple(Candidate(f"s{i}", f"sol {i}", f) for i, f in enumerate(flags))
+        return BestOfNItem("q", "A: 1", cands)
+
+    items = [item(False, True, False), item(True, False, False), item(False, False, False)]
+    scores = [[0.2, 0.9, 0.9], [0.5, 0.5, 0.1], [0.3, 0.2, 0.1]]
+    report = selection_report(items, scores)
+    assert report == {
+        "n_items": 3,
+        "selection_accuracy": pytest.approx(2 / 3),
+        "random_accuracy": pytest.approx(2 / 9),
+        "first_accuracy": pytest.approx(1 / 3),
+        "oracle_accuracy": pytest.approx(2 / 3),
+    }
+
+
+def test_limit_zero_and_bad_limit() -> None:
+    assert load_gsm8k_solutions(DATA, limit=0) == []
+    with pytest.raises(ValueError, match="limit"):
+        load_gsm8k_solutions(DATA, limit=-1)
+
+
+def test_malformed_row_names_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    good = {"question": "q", "ground_truth": "A: 1"} | {
+        name: {"is_correct": True, "solution": "s"} for name in SOLVER_ORDER
+    }
+    bad = good | {"175b_finetuning": {"is_correct": "yes", "solution": "s"}}
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps(bad) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad\.jsonl:3: .*'is_correct' must be bool"):
+        load_gsm8k_solutions(path, limit=None)
+
+
+def test_parse_row_requires_every_solver() -> None:
+    row = {"question": "q", "ground_truth": "g", "6b_finetuning": {}}
+    with pytest.raises(ValueError, match="solver entry '6b_finetuning': field 'solution'"):
+        parse_gsm8k_row(row)
+    row["6b_finetuning"] = {"is_correct": True, "solution": "s"}
+    with pytest.raises(ValueError, match="malformed solver entry '6b_verification'"):
+        parse_gsm8k_row(row)
+
+
+def test_report_rejects_misaligned_scores(items: list[BestOfNItem]) -> None:
+    with pytest.raises(ValueError, match="score rows"):
+        selection_report(items[:2], [[0.0] * 4])
+    with pytest.raises(ValueError, match="one score per candidate"):
+        selection_report(items[:1], [[0.0] * 3])
+    with pytest.raises(ValueError, match="at least one item"):
+        selection_report([], [])
