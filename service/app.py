@@ -17,14 +17,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.api import health, judge
+from service.api import health, judge, rerank, split
 from service.api.deps import AppState, Services
 from service.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from service.config import Settings, get_settings
 from service.engine.base import Engine
 from service.errors import ServiceError, error_body
 from service.protocol import OutcomeRequest
-from service.serving.outcome import OutcomeServing
 from service.telemetry import Metrics
 
 logger = logging.getLogger(__name__)
@@ -47,7 +46,7 @@ async def _bring_up(state: AppState) -> None:
         logger.exception("engine failed to start")
         state.status, state.detail = "failed", f"engine failed to start: {exc}"
         return
-    services = Services(engine=engine, outcome=OutcomeServing(engine, state.settings.model_name))
+    services = Services.build(engine, state.settings.model_name)
     state.services = services
     try:
         probe = await services.outcome.judge(PROBE)
@@ -116,6 +115,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.svc = AppState(settings=settings, metrics=metrics)
     app.include_router(health.router)
     app.include_router(judge.router)
+    app.include_router(split.router)
+    app.include_router(rerank.router)
     _install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -52,6 +52,8 @@ class LimitSettings(BaseModel):
     max_body_bytes: int = Field(default=8_000_000, ge=1024, description="Whole body; over = 413.")
     max_samples: int = Field(default=16, ge=1)
     max_reasoning_tokens: int = Field(default=1024, ge=1)
+    max_steps: int = Field(default=128, ge=1, description="Steps per response.")
+    max_documents: int = Field(default=512, ge=1, description="Responses per score/rerank.")
     request_timeout_s: float = Field(default=300.0, gt=0)
 
 

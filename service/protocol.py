@@ -161,3 +161,205 @@ class Readiness(BaseModel):
     status: Literal["ready", "starting", "failed"]
     model: str
     detail: str | None = None
+
+
+# --- steps, process, score, rerank ---------------------------------------------------------
+
+SplitMethod = Literal["heuristic", "model", "auto"]
+ProcessMode = Literal["direct", "reasoning", "single_pass"]
+Aggregation = Literal["min", "mean", "mean_logit", "last", "prod"]
+
+
+class SplitRequest(ServiceModel):
+    """POST /v1/split."""
+
+    response: str
+    method: SplitMethod = Field(
+        default="heuristic",
+        description="heuristic: blank lines and numbered steps; model: the model marks steps "
+        "with [SPLIT] (checked against the original, else heuristic); auto: model only when the "
+        "heuristic finds no structure.",
+    )
+    max_steps: int = Field(default=64, ge=1, description="Above it, adjacent short steps merge.")
+
+    @field_validator("response")
+    @classmethod
+    def _r(cls, v: str) -> str:
+        return _non_blank(v, "response")
+
+
+class SplitResponse(BaseModel):
+    steps: list[str]
+    method_used: Literal["heuristic", "model", "given"]
+    fallback_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ProcessOptions(ServiceModel):
+    """Options of process judgments (shared by /v1/judge/process, /v1/score, /v1/rerank)."""
+
+    aggregation: Aggregation = Field(
+        default="mean_logit", description="mean_logit = sigmoid(mean step logit), the default."
+    )
+    threshold: float = Field(default=0.5, gt=0.0, lt=1.0, description="First-error threshold.")
+    split: SplitMethod = Field(default="heuristic", description="How `response` is split.")
+    max_steps: int = Field(default=64, ge=1)
+
+
+class ProcessRequest(JudgeOptions, ProcessOptions):
+    """POST /v1/judge/process. Give `steps` (used as given) or `response` (split)."""
+
+    mode: ProcessMode = Field(  # type: ignore[assignment]
+        default="direct",
+        description="direct/reasoning: one judgment per step (step k sees steps 1..k-1 as "
+        "context); single_pass: one prefill with a verdict slot after every step.",
+    )
+    question: str
+    steps: list[str] | None = None
+    response: str | None = None
+    early_stop: bool = Field(
+        default=False, description="Judge steps in order and stop at the first below threshold."
+    )
+    return_rationale: bool = False
+
+    @field_validator("question")
+    @classmethod
+    def _q(cls, v: str) -> str:
+        return _non_blank(v, "question")
+
+    @model_validator(mode="after")
+    def _steps_or_response(self) -> ProcessRequest:
+        if (self.steps is None) == (self.response is None):
+            raise ValueError("give exactly one of `steps` (a list) or `response` (a text)")
+        if self.steps is not None:
+            if not self.steps:
+                raise ValueError("steps must not be empty")
+            for i, step in enumerate(self.steps):
+                _non_blank(step, f"steps[{i}]")
+        if self.response is not None:
+            _non_blank(self.response, "response")
+        if self.mode == "single_pass" and self.samples > 1:
+            raise ValueError("single_pass reads exact label probabilities; use samples=1")
+        return self
+
+
+class SplitInfo(BaseModel):
+    method_used: Literal["heuristic", "model", "given"]
+    fallback_reason: str | None = None
+
+
+class ProcessResponse(BaseModel):
+    steps: list[str]
+    step_scores: list[float]
+    step_logits: list[float]
+    aggregate: float
+    aggregation: Aggregation
+    threshold: float
+    first_error_step: int = Field(description="0-based first step below threshold; -1 if none.")
+    early_stopped: bool = False
+    mode: ProcessMode
+    model: str
+    split: SplitInfo
+    exact_fallbacks: int | None = Field(
+        default=None,
+        description="single_pass: slots re-scored exactly because a label was outside top-k.",
+    )
+    step_samples: list[list[SampleJudgment]] | None = None
+    usage: Usage
+
+
+ScoreMethod = Literal["outcome", "process", "fused"]
+
+
+class ScoreOptions(JudgeOptions, ProcessOptions):
+    mode: ProcessMode = Field(  # type: ignore[assignment]
+        default="direct",
+        description="Judging mode; with single_pass the outcome part runs direct.",
+    )
+    method: ScoreMethod = Field(
+        default="fused", description="final = alpha*outcome + (1-alpha)*process"
+    )
+    alpha: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _single_pass_samples(self) -> ScoreOptions:
+        if self.mode == "single_pass" and self.samples > 1:
+            raise ValueError("single_pass reads exact label probabilities; use samples=1")
+        return self
+
+
+class ScoreRequest(ScoreOptions):
+    """POST /v1/score: many responses to one question."""
+
+    question: str
+    responses: list[str] = Field(min_length=1)
+
+    @field_validator("question")
+    @classmethod
+    def _q(cls, v: str) -> str:
+        return _non_blank(v, "question")
+
+    @field_validator("responses")
+    @classmethod
+    def _rs(cls, v: list[str]) -> list[str]:
+        for i, text in enumerate(v):
+            _non_blank(text, f"responses[{i}]")
+        return v
+
+
+class ScoreResult(BaseModel):
+    index: int
+    outcome: float | None = None
+    process: float | None = None
+    final: float
+    first_error_step: int | None = None
+    n_steps: int | None = None
+
+
+class ScoreResponse(BaseModel):
+    method: ScoreMethod
+    alpha: float
+    model: str
+    results: list[ScoreResult]
+    ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
+    usage: Usage
+
+
+class RerankDocument(BaseModel):
+    text: str
+
+
+class RerankRequest(ScoreOptions):
+    """Cohere/Jina rerank shape plus verifier options (`query` is the question)."""
+
+    model: str | None = None
+    query: str
+    documents: list[str | RerankDocument] = Field(min_length=1)
+    top_n: int | None = None
+    return_documents: bool = False
+
+    @field_validator("query")
+    @classmethod
+    def _q(cls, v: str) -> str:
+        return _non_blank(v, "query")
+
+    def texts(self) -> list[str]:
+        return [d if isinstance(d, str) else d.text for d in self.documents]
+
+
+class RerankResult(BaseModel):
+    index: int
+    relevance_score: float
+    document: RerankDocument | None = None
+
+
+class RerankMeta(BaseModel):
+    billed_units: dict[str, int]
+
+
+class RerankResponse(BaseModel):
+    id: str
+    model: str
+    results: list[RerankResult]
+    meta: RerankMeta
+    usage: Usage

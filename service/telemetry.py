@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 
-from service.engine.base import TokenUsage
+
+class UsageLike(Protocol):
+    prompt_tokens: int
+    generated_tokens: int
+    cached_tokens: int
+    engine_calls: int
+
+    @property
+    def total_tokens(self) -> int: ...
+
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TOKEN_BUCKETS = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536, 262144)
@@ -43,7 +54,7 @@ class Metrics:
             "verifier_engine_calls", "Engine calls", ["endpoint"], registry=r
         )
 
-    def record_usage(self, endpoint: str, model: str, usage: TokenUsage) -> None:
+    def record_usage(self, endpoint: str, model: str, usage: UsageLike) -> None:
         self.eval_tokens.labels(endpoint, model, "prompt").inc(usage.prompt_tokens)
         self.eval_tokens.labels(endpoint, model, "generated").inc(usage.generated_tokens)
         self.eval_tokens.labels(endpoint, model, "cached").inc(usage.cached_tokens)

@@ -12,8 +12,10 @@ from fastapi import Depends, Request
 from service.config import LimitSettings, Settings
 from service.engine.base import Engine
 from service.errors import DeadlineExceeded, InvalidRequest, NotReady, PayloadTooLarge
-from service.protocol import JudgeOptions
+from service.protocol import JudgeOptions, Usage
 from service.serving.outcome import OutcomeServing
+from service.serving.process import ProcessServing, SplitServing
+from service.serving.score import ScoreServing
 from service.telemetry import Metrics
 
 T = TypeVar("T")
@@ -25,6 +27,17 @@ class Services:
 
     engine: Engine
     outcome: OutcomeServing
+    split: SplitServing
+    process: ProcessServing
+    score: ScoreServing
+
+    @classmethod
+    def build(cls, engine: Engine, model_name: str) -> Services:
+        outcome = OutcomeServing(engine, model_name)
+        split = SplitServing(engine)
+        process = ProcessServing(engine, split, model_name)
+        score = ScoreServing(outcome, process, model_name)
+        return cls(engine=engine, outcome=outcome, split=split, process=process, score=score)
 
 
 @dataclass
@@ -65,6 +78,23 @@ def check_texts(limits: LimitSettings, **texts: str) -> None:
             )
 
 
+def check_many(limits: LimitSettings, name: str, texts: list[str]) -> None:
+    check_texts(limits, **{f"{name}[{i}]": t for i, t in enumerate(texts)})
+
+
+def check_counts(limits: LimitSettings, *, documents: int = 0, max_steps: int = 0) -> None:
+    if documents > limits.max_documents:
+        raise InvalidRequest(
+            f"{documents} documents, over the limit of {limits.max_documents} "
+            "(VERIFIER_LIMITS__MAX_DOCUMENTS); send them in several requests"
+        )
+    if max_steps > limits.max_steps:
+        raise InvalidRequest(
+            f"max_steps={max_steps} or that many steps is over the limit of {limits.max_steps} "
+            "(VERIFIER_LIMITS__MAX_STEPS)"
+        )
+
+
 def check_judge_options(limits: LimitSettings, options: JudgeOptions) -> None:
     if options.samples > limits.max_samples:
         raise InvalidRequest(
@@ -76,6 +106,10 @@ def check_judge_options(limits: LimitSettings, options: JudgeOptions) -> None:
             f"reasoning_tokens={options.reasoning_tokens} is over the limit of "
             f"{limits.max_reasoning_tokens} (VERIFIER_LIMITS__MAX_REASONING_TOKENS)"
         )
+
+
+def record(state: AppState, endpoint: str, model: str, usage: Usage) -> None:
+    state.metrics.record_usage(endpoint, model, usage)
 
 
 async def with_deadline(work: Awaitable[T], seconds: float) -> T:

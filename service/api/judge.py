@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import ServicesDep, StateDep, check_judge_options, check_texts, with_deadline
-from service.engine.base import TokenUsage
-from service.protocol import ErrorResponse, OutcomeRequest, OutcomeResponse
+from service.api.deps import (
+    ServicesDep,
+    StateDep,
+    check_counts,
+    check_judge_options,
+    check_many,
+    check_texts,
+    record,
+    with_deadline,
+)
+from service.protocol import (
+    ErrorResponse,
+    OutcomeRequest,
+    OutcomeResponse,
+    ProcessRequest,
+    ProcessResponse,
+)
 
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (413, 422, 429, 502, 503, 504)
@@ -24,10 +38,20 @@ async def judge_outcome(
     check_texts(limits, question=req.question, response=req.response)
     check_judge_options(limits, req)
     res = await with_deadline(services.outcome.judge(req), limits.request_timeout_s)
-    u = res.usage
-    state.metrics.record_usage(
-        "/v1/judge/outcome",
-        res.model,
-        TokenUsage(u.prompt_tokens, u.generated_tokens, u.cached_tokens, u.engine_calls),
-    )
+    record(state, "/v1/judge/outcome", res.model, res.usage)
+    return res
+
+
+@router.post("/process", response_model=ProcessResponse)
+async def judge_process(
+    req: ProcessRequest, state: StateDep, services: ServicesDep
+) -> ProcessResponse:
+    """Score every step of a solution and aggregate (METHODS A.3)."""
+    limits = state.settings.limits
+    check_texts(limits, question=req.question, response=req.response or "")
+    check_many(limits, "steps", req.steps or [])
+    check_counts(limits, max_steps=max(req.max_steps, len(req.steps or [])))
+    check_judge_options(limits, req)
+    res = await with_deadline(services.process.judge(req), limits.request_timeout_s)
+    record(state, "/v1/judge/process", res.model, res.usage)
     return res

@@ -19,6 +19,7 @@ __all__ = [
     "JudgeCall",
     "JudgeResult",
     "ModelInfo",
+    "SlotLogits",
     "TokenUsage",
     "Tokenizer",
 ]
@@ -92,6 +93,15 @@ class GenerateResult:
     usage: TokenUsage = field(default_factory=TokenUsage)
 
 
+@dataclass(slots=True)
+class SlotLogits:
+    """Label logits at verdict slots inside one prompt (single-pass process scoring)."""
+
+    logits: list[float]
+    exact_fallbacks: int = 0  # slots where a label was outside the top-k: re-scored exactly
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
     name: str
@@ -111,6 +121,10 @@ class Engine(Protocol):
     async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]: ...
 
     async def generate(self, calls: Sequence[GenerateCall]) -> list[GenerateResult]: ...
+
+    async def slot_logits(self, prompt_ids: Sequence[int], slots: Sequence[int]) -> SlotLogits:
+        """logp("1") - logp("0") predicted at each position in ``slots`` in one prefill."""
+        ...
 
     async def check_health(self) -> None: ...
 

@@ -21,6 +21,7 @@ from service.engine.base import (
     JudgeCall,
     JudgeResult,
     ModelInfo,
+    SlotLogits,
     TokenUsage,
 )
 from service.errors import EngineFailure
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+PROMPT_TOPK = 20  # engine max_logprobs; the forced token comes on top of these
 POSITIVE_LABEL = "1"
 NEGATIVE_LABEL = "0"
 
@@ -228,6 +230,48 @@ class VLLMEngine:
 
     async def generate(self, calls: Sequence[GenerateCall]) -> list[GenerateResult]:
         return list(await asyncio.gather(*(self._generate_one(c) for c in calls)))
+
+    async def slot_logits(self, prompt_ids: Sequence[int], slots: Sequence[int]) -> SlotLogits:
+        """One prefill with ``prompt_logprobs``; the teacher-forced label at each slot is always
+        returned, the other label only when it is in the top-k. Where it is not, that slot is
+        re-scored exactly with ``logprob_token_ids`` on the prefix (rare, and exact)."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        self._check_fits(len(prompt_ids), 1)
+        params = SamplingParams(
+            max_tokens=1,
+            temperature=0.0,
+            prompt_logprobs=PROMPT_TOPK,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        out = await self._run(prompt_ids, params)
+        usage = _usage(out)
+        table = out.prompt_logprobs or []
+        logits: list[float | None] = []
+        for slot in slots:
+            entry = table[slot] if slot < len(table) else None
+            logits.append(self._pair_logit(entry))
+        missing = [i for i, v in enumerate(logits) if v is None]
+        exact = await asyncio.gather(*(self._verdict(prompt_ids[: slots[i]]) for i in missing))
+        for i, (value, extra) in zip(missing, exact, strict=True):
+            logits[i] = value
+            usage.add(extra)
+        return SlotLogits(
+            logits=[float(v) for v in logits if v is not None],
+            exact_fallbacks=len(missing),
+            usage=usage,
+        )
+
+    def _pair_logit(self, entry: dict[int, Any] | None) -> float | None:
+        if not entry:
+            return None
+        pos = [entry[i].logprob for i in self._pos_ids if i in entry]
+        neg = [entry[i].logprob for i in self._neg_ids if i in entry]
+        # Every variant must be present: a missing variant would bias the logsumexp.
+        if len(pos) < len(self._pos_ids) or len(neg) < len(self._neg_ids):
+            return None
+        return _logsumexp(pos) - _logsumexp(neg)
 
     async def check_health(self) -> None:
         try:

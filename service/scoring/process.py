@@ -15,25 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from statistics import fmean
-from typing import Final, Literal, get_args
+from typing import Literal, get_args
+
+from service.scoring.outcome import LOGIT_CLIP, logit, sigmoid
+
+__all__ = ["LOGIT_CLIP", "Aggregation", "aggregate", "first_error_step", "logit", "sigmoid"]
 
 Aggregation = Literal["min", "mean", "mean_logit", "last", "prod"]
-
-LOGIT_CLIP: Final = 1e-6
-
-
-def sigmoid(x: float) -> float:
-    """Logistic function, stable for large |x| (never overflows ``exp``)."""
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
-
-
-def logit(p: float) -> float:
-    """Inverse sigmoid, with `p` clipped to [1e-6, 1 - 1e-6] so the result stays finite."""
-    clipped = min(max(p, LOGIT_CLIP), 1.0 - LOGIT_CLIP)
-    return math.log(clipped / (1.0 - clipped))
 
 
 def aggregate(step_logits: Sequence[float], how: Aggregation) -> float:

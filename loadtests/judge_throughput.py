@@ -1,0 +1,285 @@
+"""Direct-judgment throughput: raw vLLM engine vs vLLM's OpenAI server vs this service.
+
+Workload: the first 64 questions x 4 solutions of gsm8k/example_model_solutions.jsonl = 256
+direct judgments, 32 concurrent clients. Every mode gets a fresh engine (so the workload's
+prefix cache is cold), identical engine settings and identical prompt token ids, and a warm-up
+of 8 judgments on other questions before the clock starts.
+
+    python loadtests/judge_throughput.py                # eager (the service default)
+    python loadtests/judge_throughput.py --compiled     # torch.compile (slow start)
+    python loadtests/judge_throughput.py --modes ours   # one mode only
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from service.config import Settings
+from service.engine.models import resolve_model
+from service.engine.vllm_engine import configure_vllm_env
+from service.scoring import prompts
+
+ROOT = Path(__file__).resolve().parents[1]
+Pair = tuple[str, str]
+
+
+def load_pairs(settings: Settings, questions: int, offset: int = 0) -> list[Pair]:
+    path = settings.data_dir / "gsm8k" / "example_model_solutions.jsonl"
+    solvers = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
+    pairs: list[Pair] = []
+    with path.open() as fh:
+        for i, line in enumerate(fh):
+            if i < offset:
+                continue
+            if i >= offset + questions:
+                break
+            row = json.loads(line)
+            pairs.extend((row["question"], row[s]["solution"]) for s in solvers)
+    return pairs
+
+
+async def drive(
+    pairs: list[Pair], concurrency: int, one: Callable[[Pair], Awaitable[float]]
+) -> float:
+    """Run every pair through ``one`` with ``concurrency`` clients; return judgments/s."""
+    queue: asyncio.Queue[Pair] = asyncio.Queue()
+    for p in pairs:
+        queue.put_nowait(p)
+
+    async def client() -> None:
+        while not queue.empty():
+            await one(queue.get_nowait())
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return len(pairs) / (time.perf_counter() - start)
+
+
+def direct_ids(tokenizer: Any, pair: Pair) -> list[int]:
+    return prompts.direct_prompt_ids(prompts.outcome_prompt(tokenizer, pair[0], pair[1], False))
+
+
+async def run_raw(
+    settings: Settings, model: str, work: list[Pair], warm: list[Pair], conc: int
+) -> float:
+    from vllm import AsyncEngineArgs, AsyncLLMEngine, SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import RequestOutputKind
+
+    cfg = settings.engine
+    llm = AsyncLLMEngine.from_engine_args(
+        AsyncEngineArgs(
+            model=model,
+            dtype=cfg.dtype,
+            max_model_len=cfg.max_model_len,
+            enforce_eager=cfg.enforce_eager,
+            enable_prefix_caching=True,
+            max_num_seqs=cfg.max_num_seqs,
+            max_logprobs=20,
+            seed=cfg.seed,
+        )
+    )
+    tok = llm.get_tokenizer()
+    labels = [
+        tok.encode("1", add_special_tokens=False)[0],
+        tok.encode("0", add_special_tokens=False)[0],
+    ]
+    params = SamplingParams(
+        max_tokens=1,
+        temperature=0,
+        logprob_token_ids=labels,
+        output_kind=RequestOutputKind.FINAL_ONLY,
+    )
+    counter = iter(range(10**9))
+
+    async def one(pair: Pair) -> float:
+        out = None
+        gen = llm.generate(
+            TokensPrompt(prompt_token_ids=direct_ids(tok, pair)), params, f"r{next(counter)}"
+        )
+        async for item in gen:
+            out = item
+        assert out is not None
+        lp = out.outputs[0].logprobs[0]
+        return float(lp[labels[0]].logprob - lp[labels[1]].logprob)
+
+    try:
+        await drive(warm, conc, one)
+        return await drive(work, conc, one)
+    finally:
+        llm.shutdown()
+
+
+@contextlib.contextmanager
+def process(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # engine children of a killed server
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def wait_ok(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 900) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient() as c:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{log} exited: {log.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.TransportError):
+                if (await c.get(url, timeout=2)).status_code == 200:
+                    return
+            await asyncio.sleep(0.5)
+    raise RuntimeError(f"{url} not ready; see {log}")
+
+
+async def run_vllm_server(
+    settings: Settings,
+    model: str,
+    work: list[Pair],
+    warm: list[Pair],
+    conc: int,
+    port: int,
+    out: Path,
+) -> float:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    labels = [
+        tok.encode("1", add_special_tokens=False)[0],
+        tok.encode("0", add_special_tokens=False)[0],
+    ]
+    cfg = settings.engine
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+        "--dtype", cfg.dtype, "--max-model-len", str(cfg.max_model_len), "--enable-prefix-caching",
+        "--max-num-seqs", str(cfg.max_num_seqs), "--max-logprobs", "20", "--seed", str(cfg.seed),
+        "--port", str(port), "--host", "127.0.0.1", "--served-model-name", "judge",
+        "--uvicorn-log-level", "warning",
+    ]  # fmt: skip
+    if cfg.enforce_eager:
+        cmd.append("--enforce-eager")
+    url = f"http://127.0.0.1:{port}"
+    log = out / "vllm_server.log"
+    with process(cmd, dict(os.environ), log) as proc:
+        await wait_ok(url + "/health", proc, log)
+        limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
+        async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+
+            async def one(pair: Pair) -> float:
+                body = {
+                    "model": "judge",
+                    "prompt": direct_ids(tok, pair),
+                    "max_tokens": 1,
+                    "temperature": 0,
+                    "logprobs": 2,
+                    "logprob_token_ids": labels,
+                }
+                r = await client.post("/v1/completions", json=body)
+                r.raise_for_status()
+                top = r.json()["choices"][0]["logprobs"]["top_logprobs"][0]
+                return float(top["1"] - top["0"])
+
+            await drive(warm, conc, one)
+            return await drive(work, conc, one)
+
+
+async def run_ours(
+    work: list[Pair], warm: list[Pair], conc: int, port: int, out: Path, compiled: bool
+) -> float:
+    env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
+    if compiled:
+        env["VERIFIER_ENGINE__ENFORCE_EAGER"] = "false"
+    url = f"http://127.0.0.1:{port}"
+    log = out / "service.log"
+    with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:
+        await wait_ok(url + "/ready", proc, log)
+        limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
+        async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+
+            async def one(pair: Pair) -> float:
+                r = await client.post(
+                    "/v1/judge/outcome", json={"question": pair[0], "response": pair[1]}
+                )
+                r.raise_for_status()
+                return float(r.json()["logit"])
+
+            await drive(warm, conc, one)
+            return await drive(work, conc, one)
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--questions", type=int, default=64, help="questions (x4 solutions)")
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--modes", default="raw,vllm,ours")
+    ap.add_argument("--compiled", action="store_true", help="torch.compile instead of eager")
+    ap.add_argument("--port", type=int, default=8731)
+    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    settings = Settings()
+    settings.engine.enforce_eager = not args.compiled
+    model = resolve_model(settings)
+    configure_vllm_env(settings, "cpu")
+    work = load_pairs(settings, args.questions)
+    warm = load_pairs(settings, 2, offset=1000)
+    modes = args.modes.split(",")
+    rates: dict[str, float] = {}
+    if "raw" in modes:
+        rates["raw"] = await run_raw(settings, model, work, warm, args.concurrency)
+    if "vllm" in modes:
+        rates["vllm"] = await run_vllm_server(
+            settings, model, work, warm, args.concurrency, args.port, args.out
+        )
+    if "ours" in modes:
+        rates["ours"] = await run_ours(
+            work, warm, args.concurrency, args.port + 1, args.out, args.compiled
+        )
+
+    mode = "compiled" if args.compiled else "eager"
+    print(
+        f"\n{len(work)} direct judgments, {args.concurrency} concurrent clients, {mode}, "
+        "cold prefix cache"
+    )
+    names = {
+        "raw": "raw in-process engine",
+        "vllm": "vLLM OpenAI server",
+        "ours": "verifier-service",
+    }
+    for key, rate in rates.items():
+        print(f"  {names[key]:<24} {rate:7.2f} judgments/s")
+    if "ours" in rates and "raw" in rates:
+        print(f"  ours / raw          = {rates['ours'] / rates['raw']:.3f}   (target >= 0.95)")
+    if "ours" in rates and "vllm" in rates:
+        print(f"  ours / vLLM server  = {rates['ours'] / rates['vllm']:.3f}   (target >= 1.0)")
+    (args.out / f"judge_throughput_{mode}.json").write_text(json.dumps(rates, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,133 @@
+"""Scoring many responses to one question, fusion and Best-of-N reranking (METHODS A.5)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from service.engine.base import TokenUsage
+from service.protocol import (
+    JudgeOptions,
+    OutcomeRequest,
+    OutcomeResponse,
+    ProcessOptions,
+    ProcessRequest,
+    ProcessResponse,
+    RerankDocument,
+    RerankMeta,
+    RerankRequest,
+    RerankResponse,
+    RerankResult,
+    ScoreOptions,
+    ScoreRequest,
+    ScoreResponse,
+    ScoreResult,
+    Usage,
+)
+from service.scoring.fusion import fuse, rank
+from service.serving.outcome import OutcomeServing
+from service.serving.process import ProcessServing
+
+
+def _final(outcome: float | None, process: float | None, alpha: float) -> float:
+    if outcome is not None and process is not None:
+        return fuse(outcome, process, alpha)
+    value = outcome if outcome is not None else process
+    if value is None:
+        raise ValueError("neither outcome nor process score")
+    return value
+
+
+def _usage(u: Usage) -> TokenUsage:
+    return TokenUsage(u.prompt_tokens, u.generated_tokens, u.cached_tokens, u.engine_calls)
+
+
+class ScoreServing:
+    """Serves POST /v1/score and the rerank endpoints."""
+
+    def __init__(self, outcome: OutcomeServing, process: ProcessServing, model: str) -> None:
+        self._outcome = outcome
+        self._process = process
+        self._model = model
+
+    async def _one(
+        self, opts: ScoreOptions, question: str, response: str
+    ) -> tuple[OutcomeResponse | None, ProcessResponse | None]:
+        judge_opts = opts.model_dump(include=set(JudgeOptions.model_fields))
+        process_opts = opts.model_dump(include=set(ProcessOptions.model_fields))
+        out_task = proc_task = None
+        if opts.method in ("outcome", "fused"):
+            mode = "direct" if opts.mode == "single_pass" else opts.mode
+            req = OutcomeRequest.model_validate(
+                {**judge_opts, "mode": mode, "question": question, "response": response}
+            )
+            out_task = asyncio.ensure_future(self._outcome.judge(req))
+        if opts.method in ("process", "fused"):
+            preq = ProcessRequest.model_validate(
+                {**judge_opts, **process_opts, "question": question, "response": response}
+            )
+            proc_task = asyncio.ensure_future(self._process.judge(preq))
+        try:
+            outcome = await out_task if out_task else None
+            process = await proc_task if proc_task else None
+        finally:
+            for t in (out_task, proc_task):
+                if t is not None and not t.done():
+                    t.cancel()
+        return outcome, process
+
+    async def score(self, req: ScoreRequest) -> ScoreResponse:
+        pairs = await asyncio.gather(*(self._one(req, req.question, r) for r in req.responses))
+        usage = TokenUsage()
+        results: list[ScoreResult] = []
+        for i, (outcome, process) in enumerate(pairs):
+            for part in (outcome, process):
+                if part is not None:
+                    usage.add(_usage(part.usage))
+            o = outcome.score if outcome else None
+            p = process.aggregate if process else None
+            final = _final(o, p, req.alpha)
+            results.append(
+                ScoreResult(
+                    index=i,
+                    outcome=o,
+                    process=p,
+                    final=final,
+                    first_error_step=process.first_error_step if process else None,
+                    n_steps=len(process.steps) if process else None,
+                )
+            )
+        return ScoreResponse(
+            method=req.method,
+            alpha=req.alpha,
+            model=self._model,
+            results=results,
+            ranking=rank([r.final for r in results]),
+            usage=Usage.of(usage),
+        )
+
+    async def rerank(self, req: RerankRequest) -> RerankResponse:
+        texts = req.texts()
+        fields = set(ScoreOptions.model_fields)
+        score_req = ScoreRequest.model_validate(
+            {**req.model_dump(include=fields), "question": req.query, "responses": texts}
+        )
+        scored = await self.score(score_req)
+        order = scored.ranking
+        if req.top_n is not None and req.top_n > 0:
+            order = order[: req.top_n]
+        results = [
+            RerankResult(
+                index=i,
+                relevance_score=scored.results[i].final,
+                document=RerankDocument(text=texts[i]) if req.return_documents else None,
+            )
+            for i in order
+        ]
+        return RerankResponse(
+            id=str(uuid.uuid4()),
+            model=self._model,
+            results=results,
+            meta=RerankMeta(billed_units={"search_units": 1}),
+            usage=scored.usage,
+        )
