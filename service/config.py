@@ -57,6 +57,21 @@ class LimitSettings(BaseModel):
     request_timeout_s: float = Field(default=300.0, gt=0)
 
 
+class QueueSettings(BaseModel):
+    """Batching and delivery (local queue, or Redis Streams when VERIFIER_REDIS_URL is set)."""
+
+    key_prefix: str = Field(default="verifier:", description="Prefix of every Redis key.")
+    max_batch_jobs: int = Field(default=32, ge=1)
+    max_batch_tokens: int = Field(default=65_536, ge=1, description="Estimated tokens per batch.")
+    batch_wait_ms: int = Field(default=5, ge=0, description="Wait for more jobs after the first.")
+    max_queue_depth: int = Field(default=1024, ge=1, description="Above it: 429 + Retry-After.")
+    result_ttl_s: int = Field(default=600, ge=1)
+    claim_idle_ms: int = Field(default=30_000, ge=100, description="Reclaim jobs idle this long.")
+    max_deliveries: int = Field(default=3, ge=1, description="Then the job is dead-lettered.")
+    redis_timeout_s: float = Field(default=2.0, gt=0, description="Socket timeout to Redis.")
+    worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
+
+
 class Settings(BaseSettings):
     """Every setting of the service. See the README's settings table."""
 
@@ -75,6 +90,7 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     engine: EngineSettings = Field(default_factory=EngineSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    queue: QueueSettings = Field(default_factory=QueueSettings)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

@@ -5,9 +5,11 @@ ServiceError                      (500 internal_error)
  |    +-- ContextTooLong          422 context_too_long     prompt + new tokens exceed the model
  +-- PayloadTooLarge              413 payload_too_large    a text or the body is over the limit
  +-- NotReady                     503 not_ready            the engine is still starting
+ +-- QueueUnavailable             503 queue_unavailable    Redis cannot be reached
  +-- Overloaded                   429 overloaded           queue full (carries Retry-After)
  +-- DeadlineExceeded             504 deadline_exceeded    the request's deadline passed
  +-- EngineFailure                502 engine_error         the model backend failed
+ +-- JobFailed                    502 job_failed           the job crashed workers max_deliveries times
 
 Every error reaches the client as ``{"error": {"type": ..., "message": ...}}``.
 """
@@ -42,6 +44,16 @@ class PayloadTooLarge(ServiceError):
 class NotReady(ServiceError):
     status = 503
     type = "not_ready"
+
+
+class QueueUnavailable(ServiceError):
+    status = 503
+    type = "queue_unavailable"
+
+
+class JobFailed(ServiceError):
+    status = 502
+    type = "job_failed"
 
 
 class Overloaded(ServiceError):
