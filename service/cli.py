@@ -8,10 +8,16 @@ from typing import Annotated
 import typer
 
 from service.config import get_settings
+from service.evals.cli import eval_app
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="verifier-service")
 models_app = typer.Typer(no_args_is_help=True, help="Model preparation.")
 app.add_typer(models_app, name="models")
+app.add_typer(
+    eval_app,
+    name="eval",
+    help="Quality harnesses (ProcessBench, Best-of-N) against a running service.",
+)
 
 
 def _logging(level: str) -> None:

@@ -9,7 +9,7 @@ ServiceError                      (500 internal_error)
  +-- Overloaded                   429 overloaded           queue full (carries Retry-After)
  +-- DeadlineExceeded             504 deadline_exceeded    the request's deadline passed
  +-- EngineFailure                502 engine_error         the model backend failed
- +-- JobFailed                    502 job_failed           the job crashed workers max_deliveries times
+ +-- JobFailed                    502 job_failed           the job crashed max_deliveries workers
 
 Every error reaches the client as ``{"error": {"type": ..., "message": ...}}``.
 """

@@ -174,6 +174,7 @@ class VLLMEngine:
             temperature=0.0,
             logprob_token_ids=self._pos_ids + self._neg_ids,
             output_kind=RequestOutputKind.FINAL_ONLY,
+            detokenize=False,
         )
         out = await self._run(ids, params)
         logprobs = out.outputs[0].logprobs
@@ -244,6 +245,9 @@ class VLLMEngine:
             temperature=0.0,
             prompt_logprobs=PROMPT_TOPK,
             output_kind=RequestOutputKind.FINAL_ONLY,
+            # Decoding 21 tokens per prompt position dominated the request; ids are enough.
+            detokenize=False,
+            flat_logprobs=True,
         )
         out = await self._run(prompt_ids, params)
         usage = _usage(out)

@@ -1,0 +1,271 @@
+"""The job-queue contract shared by the local (asyncio) and Redis Streams queues.
+
+A request handler builds a :class:`Job`, calls :meth:`JobQueue.submit` and gets a
+:class:`JobOutcome` back (or a ``ServiceError``: ``Overloaded``, ``DeadlineExceeded``,
+``QueueUnavailable``). Workers call :meth:`JobQueue.pull` for a batch of
+:class:`Delivery` objects, run a :data:`Handler` on each job and report with
+:meth:`JobQueue.complete`. Everything that crosses a process boundary is JSON, never pickle.
+
+Example::
+
+    job = Job(id=new_job_id(), kind="outcome", payload=req, deadline=time.time() + 30)
+    outcome = await queue.submit(job, idempotency_key=request_id)
+    outcome.raise_for_error()
+    return outcome.body
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from service.errors import InvalidRequest, ServiceError
+
+_TENANT_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+def new_job_id() -> str:
+    """An unguessable id: result keys are addressed by it, so it must not be predictable."""
+    return secrets.token_urlsafe(16)
+
+
+def _require(data: dict[str, Any], name: str, kinds: type | tuple[type, ...]) -> Any:
+    value = data.get(name)
+    # bool is an int subclass; a JSON true must not pass as a number.
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ValueError(f"job JSON: field {name!r} has the wrong type: {value!r}")
+    return value
+
+
+def _loads_object(raw: str | bytes) -> dict[str, Any]:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work. ``deadline`` is unix time; after it nobody waits for the result."""
+
+    id: str
+    kind: str
+    payload: dict[str, Any]
+    deadline: float
+    tenant: str = "default"
+    est_tokens: int = 0
+    enqueued_at: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        # Tenants are part of Redis key names; a ':' would let two tenants share a key.
+        if not _TENANT_RE.match(self.tenant):
+            raise InvalidRequest(
+                f"tenant {self.tenant!r} is invalid; use 1-64 characters from A-Z a-z 0-9 _ . -"
+            )
+        if self.est_tokens < 0:
+            raise InvalidRequest(f"est_tokens must be >= 0, got {self.est_tokens}")
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "id": self.id,
+                "kind": self.kind,
+                "payload": self.payload,
+                "deadline": self.deadline,
+                "tenant": self.tenant,
+                "est_tokens": self.est_tokens,
+                "enqueued_at": self.enqueued_at,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Job:
+        """Parse :meth:`to_json` output; raises ``ValueError`` on anything malformed."""
+        data = _loads_object(raw)
+        return cls(
+            id=_require(data, "id", str),
+            kind=_require(data, "kind", str),
+            payload=_require(data, "payload", dict),
+            deadline=float(_require(data, "deadline", (int, float))),
+            tenant=_require(data, "tenant", str),
+            est_tokens=_require(data, "est_tokens", int),
+            enqueued_at=float(_require(data, "enqueued_at", (int, float))),
+        )
+
+    def expired(self, now: float | None = None) -> bool:
+        return (time.time() if now is None else now) >= self.deadline
+
+
+def _error_class(error_type: str) -> type[ServiceError]:
+    """The ServiceError subclass whose ``type`` matches, or ServiceError itself."""
+    pending: list[type[ServiceError]] = [ServiceError]
+    while pending:
+        cls = pending.pop()
+        if cls.type == error_type:
+            return cls
+        pending.extend(cls.__subclasses__())
+    return ServiceError
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What a worker reports for a job: a JSON body, or an error in the one error shape."""
+
+    ok: bool
+    body: dict[str, Any] | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    status: int | None = None
+
+    @classmethod
+    def success(cls, body: dict[str, Any]) -> JobOutcome:
+        return cls(ok=True, body=body, status=200)
+
+    @classmethod
+    def failure(cls, status: int, error_type: str, message: str) -> JobOutcome:
+        return cls(ok=False, error_type=error_type, error_message=message, status=status)
+
+    @classmethod
+    def from_error(cls, exc: ServiceError) -> JobOutcome:
+        return cls.failure(exc.status, exc.type, exc.message)
+
+    def raise_for_error(self) -> None:
+        """Raise the matching ``ServiceError`` subclass when the job failed."""
+        if self.ok:
+            return
+        error_type = self.error_type or ServiceError.type
+        cls = _error_class(error_type)
+        exc = cls(self.error_message or "the job failed")
+        if cls.type != error_type or cls.status != self.status:
+            # An error type this process does not know: keep the worker's status and type.
+            exc.status = self.status or ServiceError.status
+            exc.type = error_type
+        raise exc
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "ok": self.ok,
+                "body": self.body,
+                "error_type": self.error_type,
+                "error_message": self.error_message,
+                "status": self.status,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> JobOutcome:
+        data = _loads_object(raw)
+        body = data.get("body")
+        status = data.get("status")
+        if not isinstance(data.get("ok"), bool) or not isinstance(body, dict | None):
+            raise ValueError(f"outcome JSON is malformed: {str(raw)[:200]}")
+        if status is not None and not isinstance(status, int):
+            raise ValueError(f"outcome JSON: status must be an int, got {status!r}")
+        return cls(
+            ok=data["ok"],
+            body=body,
+            error_type=data.get("error_type"),
+            error_message=data.get("error_message"),
+            status=status,
+        )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A job handed to a worker. ``deliveries`` is 1 the first time, 2 after one reclaim, ..."""
+
+    job: Job
+    handle: str
+    deliveries: int = 1
+
+
+Handler = Callable[[Job], Awaitable[JobOutcome]]
+
+
+class JobQueue(Protocol):
+    """Submit jobs on the API side, pull and complete them on the worker side."""
+
+    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobOutcome:
+        """Enqueue ``job`` and wait for its outcome until ``job.deadline``.
+
+        Raises ``Overloaded`` (queue full, with ``retry_after``), ``DeadlineExceeded``
+        (the job is then marked cancelled so workers skip it) or ``QueueUnavailable``.
+        The same ``(tenant, idempotency_key)`` returns the same outcome without a second run.
+        """
+        ...
+
+    async def pull(self, max_jobs: int, max_tokens: int, block_ms: int) -> list[Delivery]:
+        """Up to ``max_jobs`` jobs whose ``est_tokens`` sum to at most ``max_tokens``.
+
+        Always returns at least one job when one is available, even if it alone exceeds
+        ``max_tokens``. Blocks up to ``block_ms`` for the first job, then waits up to
+        ``batch_wait_ms`` for more. Returns ``[]`` when nothing arrived.
+        """
+        ...
+
+    async def complete(self, delivery: Delivery, outcome: JobOutcome) -> bool:
+        """Store the outcome; True if this write won (the first result for a job wins)."""
+        ...
+
+    async def depth(self) -> int:
+        """Jobs accepted but not yet completed (queued plus in flight)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Renewable(Protocol):
+    """A queue whose deliveries expire unless the worker renews them (Redis Streams)."""
+
+    async def renew(self, deliveries: Sequence[Delivery]) -> None: ...
+
+
+class BatchBudget:
+    """Collects deliveries under a job-count cap and a token budget (TEI's batching rule).
+
+    The first job is always accepted, so one oversized job still runs (alone). Once a job
+    does not fit, the batch is closed: later jobs wait their turn, keeping FIFO order.
+    """
+
+    def __init__(self, max_jobs: int, max_tokens: int) -> None:
+        self.max_jobs = max_jobs
+        self.max_tokens = max_tokens
+        self.deliveries: list[Delivery] = []
+        self.tokens = 0
+        self.closed = False
+
+    @property
+    def room(self) -> int:
+        return self.max_jobs - len(self.deliveries)
+
+    @property
+    def full(self) -> bool:
+        return self.closed or self.room <= 0 or self.tokens >= self.max_tokens
+
+    def offer(self, delivery: Delivery) -> bool:
+        """Add the delivery if it fits; otherwise close the batch and return False."""
+        est = delivery.job.est_tokens
+        fits = self.room > 0 and (not self.deliveries or self.tokens + est <= self.max_tokens)
+        if self.closed or not fits:
+            self.closed = True
+            return False
+        self.deliveries.append(delivery)
+        self.tokens += est
+        return True
+
+
+def check_pull_args(max_jobs: int, max_tokens: int, block_ms: int) -> None:
+    if max_jobs < 1 or max_tokens < 1 or block_ms < 0:
+        raise ValueError(
+            "pull() needs max_jobs >= 1, max_tokens >= 1 and block_ms >= 0; "
+            f"got {max_jobs}, {max_tokens}, {block_ms}"
+        )

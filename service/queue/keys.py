@@ -1,0 +1,55 @@
+"""Every Redis key and name the queue uses, in one place (arq's ``constants.py`` habit).
+
+With the default prefix ``verifier:``::
+
+    verifier:jobs                      stream of job JSON (field "job"), consumer group "workers"
+    verifier:dead                      dead-letter stream (job JSON, entry id, deliveries)
+    verifier:result:<tenant>:<id>      string, the JobOutcome JSON; SET NX + EX result_ttl_s
+    verifier:notify:<tenant>:<id>      list the submitter BLPOPs; same TTL as the result
+    verifier:cancel:<id>               marker: the submitter gave up, workers skip the job
+    verifier:idem:<tenant>:<key>       idempotency record -> job id; EX result_ttl_s
+
+Results and idempotency records are scoped by tenant, so one tenant can neither read
+another's result nor collide with its idempotency keys. Job ids are unguessable
+(``secrets.token_urlsafe``) and tenants cannot contain ``:`` (checked by ``Job``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUP = "workers"
+JOB_FIELD = "job"
+# The dead-letter stream is for inspection; an approximate cap keeps it bounded.
+DEAD_MAXLEN = 10_000
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names under one prefix; tests use a fresh prefix each so they never collide."""
+
+    prefix: str
+
+    @property
+    def stream(self) -> str:
+        return f"{self.prefix}jobs"
+
+    @property
+    def dead(self) -> str:
+        return f"{self.prefix}dead"
+
+    @property
+    def group(self) -> str:
+        return GROUP
+
+    def result(self, tenant: str, job_id: str) -> str:
+        return f"{self.prefix}result:{tenant}:{job_id}"
+
+    def notify(self, tenant: str, job_id: str) -> str:
+        return f"{self.prefix}notify:{tenant}:{job_id}"
+
+    def cancel(self, job_id: str) -> str:
+        return f"{self.prefix}cancel:{job_id}"
+
+    def idem(self, tenant: str, key: str) -> str:
+        return f"{self.prefix}idem:{tenant}:{key}"

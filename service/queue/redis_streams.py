@@ -1,0 +1,551 @@
+"""Job queue on Redis Streams: API processes submit, worker processes pull and complete.
+
+Keys are listed in :mod:`service.queue.keys`. The life of a job:
+
+1. ``submit``: admission (depth vs ``max_queue_depth`` -> ``Overloaded``), then one Lua
+   call that claims the idempotency record (``SET NX``) and ``XADD``s the job JSON, then
+   ``BLPOP`` on the job's notify list in slices of at most 1 s until the deadline, then
+   ``GET`` of the result. On expiry (or when the caller is cancelled) a cancel marker is
+   set and the caller's idempotency record is released, then ``DeadlineExceeded``.
+2. ``pull``: ``XAUTOCLAIM`` entries idle for ``claim_idle_ms`` (a dead worker's jobs; this
+   counts as a delivery), then ``XREADGROUP >`` for new ones. Each candidate is checked
+   against ``XPENDING`` (delivery count, still ours?) and its cancel marker: expired or
+   cancelled jobs are acked and dropped, jobs delivered more than ``max_deliveries``
+   times are dead-lettered with a ``job_failed`` result, the rest are batched.
+3. ``complete``: one Lua call: ``SET result NX EX``; only if that won, ``LPUSH notify`` +
+   ``EXPIRE``; then ``XACK``. The first result for a job wins.
+4. ``renew``: a slow but alive worker resets the idle time of the entries it still owns
+   with ``XCLAIM ... JUSTID`` (which does not increment the delivery counter), so a
+   renewal is not a delivery, while a reclaim by another consumer is.
+
+Depth is "accepted but not completed": the group's ``pending`` (delivered, not acked)
+plus its ``lag`` (not yet delivered), from ``XINFO GROUPS``; ``XLEN`` when Redis cannot
+compute the lag. The stream is trimmed (``XTRIM MINID``) to the oldest pending entry, or
+past the last delivered one, at the start of a pull that follows acks.
+
+Redis down: every command fails within about ``redis_timeout_s`` (connect and socket
+timeouts; one immediate retry on a dropped connection) and surfaces as
+``QueueUnavailable`` (503). redis-py pools reconnect on the next command, so the queue
+recovers by itself once Redis is back; a lost consumer group is recreated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from redis import exceptions as rex
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from service.config import QueueSettings
+from service.errors import DeadlineExceeded, JobFailed, Overloaded, QueueUnavailable, ServiceError
+from service.queue.base import BatchBudget, Delivery, Job, JobOutcome, check_pull_args
+from service.queue.keys import DEAD_MAXLEN, GROUP, JOB_FIELD, Keys
+
+logger = logging.getLogger(__name__)
+
+# Longest single blocking call (BLPOP, XREADGROUP BLOCK); longer waits loop in slices.
+SLICE_S = 1.0
+RETRY_AFTER_S = 1.0
+
+# KEYS: stream, [idem]. ARGV: job json, job id, ttl, field. Returns the owning job id.
+_SUBMIT_LUA = """
+if KEYS[2] then
+  if not redis.call('SET', KEYS[2], ARGV[2], 'NX', 'EX', ARGV[3]) then
+    return redis.call('GET', KEYS[2])
+  end
+end
+redis.call('XADD', KEYS[1], '*', ARGV[4], ARGV[1])
+return ARGV[2]
+"""
+
+# KEYS: result, notify, stream, [dead]. ARGV: outcome, ttl, group, entry id,
+# [job json, deliveries, dead maxlen]. Returns 1 if this write won.
+_COMPLETE_LUA = """
+local won = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2])
+if won then
+  redis.call('LPUSH', KEYS[2], '1')
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+if KEYS[4] then
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*',
+             'job', ARGV[5], 'entry', ARGV[4], 'deliveries', ARGV[6])
+end
+-- pcall: a consumer group lost in a Redis restart must not undo the stored result.
+redis.pcall('XACK', KEYS[3], ARGV[3], ARGV[4])
+if won then return 1 end
+return 0
+"""
+
+# KEYS: stream. ARGV: group, consumer, ids... Renews only entries this consumer still owns,
+# so a late renewal never takes a job back from a consumer that reclaimed it.
+_RENEW_LUA = """
+local renewed = 0
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+    renewed = renewed + 1
+  end
+end
+return renewed
+"""
+
+# KEYS: cancel marker, [idem]. ARGV: ttl, job id. Releases the idempotency record only if
+# it still names this job, so that a retry with the same key runs the job again.
+_CANCEL_LUA = """
+redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
+if KEYS[2] and redis.call('GET', KEYS[2]) == ARGV[2] then
+  redis.call('DEL', KEYS[2])
+end
+return 1
+"""
+
+_Candidate = tuple[str, Job]  # (stream entry id, job)
+
+
+@contextmanager
+def _unavailable(operation: str) -> Iterator[None]:
+    """Turn Redis connectivity errors into ``QueueUnavailable`` (503)."""
+    try:
+        yield
+    except (rex.ConnectionError, rex.TimeoutError) as exc:
+        raise QueueUnavailable(
+            f"Redis is unreachable ({operation}: {exc}); check that Redis runs and that "
+            "VERIFIER_REDIS_URL points to it"
+        ) from exc
+
+
+def _connect(url: str, connect_timeout_s: float, read_timeout_s: float) -> Redis:
+    return Redis.from_url(
+        url,
+        decode_responses=True,
+        # RESP2: redis-py's stream replies keep one stable shape ([[stream, entries]]).
+        protocol=2,
+        socket_connect_timeout=connect_timeout_s,
+        socket_timeout=read_timeout_s,
+        # One immediate retry on a dropped connection (server restart, CLIENT KILL) so
+        # pooled sockets heal silently; timeouts are not retried, so a dead server costs
+        # at most one timeout before QueueUnavailable.
+        retry=Retry(NoBackoff(), 1, supported_errors=(rex.ConnectionError,)),
+    )
+
+
+def _group_missing(exc: rex.ResponseError) -> bool:
+    """The stream or its consumer group does not exist (first use, or Redis lost its data)."""
+    message = str(exc)
+    return "NOGROUP" in message or "no such key" in message.lower()
+
+
+def _next_id(entry_id: str) -> str:
+    """The smallest stream id greater than ``entry_id``."""
+    ms, _, seq = entry_id.partition("-")
+    return f"{ms}-{int(seq or 0) + 1}"
+
+
+def _stream_entries(reply: Any) -> list[Any]:
+    """The (id, fields) pairs of a one-stream XREADGROUP reply (RESP2: [[stream, entries]])."""
+    return list(reply[0][1]) if reply else []
+
+
+class RedisQueue:
+    """A :class:`~service.queue.base.JobQueue` on Redis Streams, shared by many processes.
+
+    Example::
+
+        queue = RedisQueue(settings.redis_url, settings.queue, consumer=f"{host}-{pid}")
+        outcome = await queue.submit(job)  # API side
+        batch = await queue.pull(32, 65_536, block_ms=1000)  # worker side
+        await queue.complete(batch[0], JobOutcome.success({...}))
+        await queue.close()
+
+    ``consumer`` must be unique per worker process (it owns the entries it reads), and one
+    worker loop pulls per instance (held-back entries are per instance state); any number
+    of tasks may call ``submit`` concurrently.
+    Counters for the metrics layer: ``dropped_expired``, ``redelivered``, ``dead``,
+    ``duplicate_results``.
+    """
+
+    def __init__(self, url: str, settings: QueueSettings, consumer: str) -> None:
+        if not consumer:
+            raise ValueError("consumer must be a non-empty name, unique per worker process")
+        self.keys = Keys(settings.key_prefix)
+        self._settings = settings
+        self._consumer = consumer
+        timeout = settings.redis_timeout_s
+        self._redis = _connect(url, timeout, timeout)
+        # Blocking calls wait up to SLICE_S server-side; their socket must wait longer.
+        self._blocking = _connect(url, timeout, timeout + SLICE_S)
+        self._submit_lua = self._redis.register_script(_SUBMIT_LUA)
+        self._complete_lua = self._redis.register_script(_COMPLETE_LUA)
+        self._renew_lua = self._redis.register_script(_RENEW_LUA)
+        self._cancel_lua = self._redis.register_script(_CANCEL_LUA)
+        self._group_ready = False
+        # Entries read but left out of a batch by the token budget; still pending for us
+        # and offered first on the next pull.
+        self._held: list[_Candidate] = []
+        self._claim_cursor = "0-0"
+        self._acks_since_trim = 0
+        self.dropped_expired = 0
+        self.redelivered = 0
+        self.dead = 0
+        self.duplicate_results = 0
+
+    @property
+    def settings(self) -> QueueSettings:
+        return self._settings
+
+    # -- API side ---------------------------------------------------------------------
+
+    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobOutcome:
+        if job.expired():
+            raise DeadlineExceeded(f"job {job.id} was submitted after its deadline")
+        idem = None if idempotency_key is None else self.keys.idem(job.tenant, idempotency_key)
+        with _unavailable("submit"):
+            if idem is not None:
+                owner = await self._redis.get(idem)
+                if owner is not None:
+                    return await self._wait_for_owner(job, str(owner))
+            await self._admit()
+            await self._ensure_group()
+            owner = await self._submit_lua(
+                keys=[self.keys.stream] + ([idem] if idem else []),
+                args=[job.to_json(), job.id, self._settings.result_ttl_s, JOB_FIELD],
+            )
+            if owner != job.id:
+                return await self._wait_for_owner(job, str(owner))
+            return await self._wait_own(job, idem)
+
+    async def _admit(self) -> None:
+        depth = await self._depth()
+        if depth >= self._settings.max_queue_depth:
+            raise Overloaded(
+                f"the job queue is full ({depth} jobs); retry after {RETRY_AFTER_S:.0f} s "
+                "or raise VERIFIER_QUEUE__MAX_QUEUE_DEPTH",
+                retry_after=RETRY_AFTER_S,
+            )
+
+    async def _wait_own(self, job: Job, idem: str | None) -> JobOutcome:
+        try:
+            outcome = await self._wait_result(job.tenant, job.id, job.deadline, idem is not None)
+        except asyncio.CancelledError:
+            # The client went away: tell workers to skip the job, then keep cancelling.
+            await self._give_up(job, idem)
+            raise
+        if outcome is None:
+            await self._give_up(job, idem)
+            raise DeadlineExceeded(
+                f"job {job.id} ({job.kind}) missed its deadline; retry with a longer "
+                "timeout or a smaller request"
+            )
+        return outcome
+
+    async def _wait_for_owner(self, job: Job, owner_id: str) -> JobOutcome:
+        """Another request with the same idempotency key runs the job: wait for its result."""
+        outcome = await self._wait_result(job.tenant, owner_id, job.deadline, True)
+        if outcome is None:
+            # Not our job to cancel: its first submitter still waits for it.
+            raise DeadlineExceeded(
+                f"job {owner_id} (same idempotency key) did not finish before this deadline"
+            )
+        return outcome
+
+    async def _wait_result(
+        self, tenant: str, job_id: str, deadline: float, shared: bool
+    ) -> JobOutcome | None:
+        """The job's outcome, or None once ``deadline`` has passed."""
+        result_key = self.keys.result(tenant, job_id)
+        notify_key = self.keys.notify(tenant, job_id)
+        while True:
+            raw = await self._redis.get(result_key)
+            if raw is not None:
+                return JobOutcome.from_json(raw)
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                return None
+            # Never BLPOP with timeout 0: Redis reads it as "block forever".
+            timeout = max(0.01, min(SLICE_S, remaining))
+            popped = await self._blocking.blpop([notify_key], timeout=timeout)
+            if popped is not None and shared:
+                # Several callers may wait on one job (idempotency): pass the wake-up on.
+                await self._rearm(notify_key)
+
+    async def _rearm(self, notify_key: str) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.lpush(notify_key, "1")
+            pipe.expire(notify_key, self._settings.result_ttl_s)
+            await pipe.execute()
+
+    async def _give_up(self, job: Job, idem: str | None) -> None:
+        """Best effort: mark the job cancelled and free the idempotency key."""
+        try:
+            await self._cancel_lua(
+                keys=[self.keys.cancel(job.id)] + ([idem] if idem else []),
+                args=[self._settings.result_ttl_s, job.id],
+            )
+        except rex.RedisError as exc:
+            # Workers still drop the job once its deadline has passed.
+            logger.warning("could not mark job %s cancelled: %s", job.id, exc)
+
+    # -- worker side ------------------------------------------------------------------
+
+    async def pull(self, max_jobs: int, max_tokens: int, block_ms: int) -> list[Delivery]:
+        check_pull_args(max_jobs, max_tokens, block_ms)
+        with _unavailable("pull"):
+            try:
+                return await self._pull(max_jobs, max_tokens, block_ms)
+            except rex.ResponseError as exc:
+                if not _group_missing(exc):
+                    raise
+                logger.warning("consumer group %s is gone (Redis restarted?); recreating", GROUP)
+                self._group_ready = False
+                self._held.clear()
+                return []
+
+    async def _pull(self, max_jobs: int, max_tokens: int, block_ms: int) -> list[Delivery]:
+        await self._ensure_group()
+        if self._acks_since_trim:
+            await self._trim()
+        budget = BatchBudget(max_jobs, max_tokens)
+        seen: set[str] = set()
+        held, self._held = self._held, []
+        await self._offer(budget, held, seen)
+        if not budget.full:
+            await self._offer(budget, await self._autoclaim(budget.room), seen)
+        if not budget.deliveries:
+            await self._read(budget, block_ms, seen, first_only=True)
+        if budget.deliveries and not budget.full:
+            await self._read(budget, self._settings.batch_wait_ms, seen, first_only=False)
+        return budget.deliveries
+
+    async def _read(
+        self, budget: BatchBudget, wait_ms: int, seen: set[str], *, first_only: bool
+    ) -> None:
+        """XREADGROUP until the batch is full (or has a job, if first_only) or time is up."""
+        end = time.monotonic() + wait_ms / 1000
+        while True:
+            left_ms = int((end - time.monotonic()) * 1000)
+            # BLOCK 0 means forever: below 1 ms left, do a last non-blocking read instead.
+            block = min(left_ms, int(SLICE_S * 1000)) if left_ms >= 1 else None
+            client = self._redis if block is None else self._blocking
+            reply = await client.xreadgroup(
+                GROUP, self._consumer, {self.keys.stream: ">"}, count=budget.room, block=block
+            )
+            entries = _stream_entries(reply)
+            await self._offer(budget, await self._parse(entries), seen)
+            if budget.full or block is None or (first_only and budget.deliveries):
+                return
+
+    async def _autoclaim(self, count: int) -> list[_Candidate]:
+        """Take over entries idle for claim_idle_ms (their worker died or stalled)."""
+        # Never JUSTID here: the reclaim must increment the delivery counter, or a job that
+        # kills every worker would circulate forever instead of being dead-lettered.
+        reply = await self._redis.xautoclaim(
+            self.keys.stream,
+            GROUP,
+            self._consumer,
+            min_idle_time=self._settings.claim_idle_ms,
+            start_id=self._claim_cursor,
+            count=count,
+        )
+        self._claim_cursor = str(reply[0])
+        entries = reply[1]
+        if entries:
+            self.redelivered += len(entries)
+            logger.info("reclaimed %d idle jobs for %s", len(entries), self._consumer)
+        return await self._parse(entries)
+
+    async def _parse(self, entries: Sequence[Any]) -> list[_Candidate]:
+        good: list[_Candidate] = []
+        bad: list[tuple[str, str]] = []
+        for entry_id, fields in entries:
+            try:
+                good.append((entry_id, Job.from_json((fields or {})[JOB_FIELD])))
+            except (KeyError, ValueError, ServiceError) as exc:
+                bad.append((entry_id, f"{type(exc).__name__}: {exc}"))
+        if bad:
+            await self._bury_malformed(bad)
+        return good
+
+    async def _bury_malformed(self, bad: list[tuple[str, str]]) -> None:
+        # Nobody can be told (no job id or tenant): keep the entry for inspection, ack it.
+        logger.error("dead-lettering %d malformed stream entries: %s", len(bad), bad[:3])
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for entry_id, error in bad:
+                pipe.xadd(self.keys.dead, {"entry": entry_id, "error": error}, maxlen=DEAD_MAXLEN)
+            pipe.xack(self.keys.stream, GROUP, *(entry_id for entry_id, _ in bad))
+            await pipe.execute()
+        self.dead += len(bad)
+        self._acks_since_trim += len(bad)
+
+    async def _offer(
+        self, budget: BatchBudget, candidates: list[_Candidate], seen: set[str]
+    ) -> None:
+        fresh = [c for c in candidates if c[0] not in seen]
+        seen.update(entry_id for entry_id, _ in fresh)
+        for delivery in await self._screen(fresh):
+            if not budget.offer(delivery):
+                self._held.append((delivery.handle, delivery.job))
+
+    async def _screen(self, candidates: list[_Candidate]) -> list[Delivery]:
+        """Keep the candidates this consumer owns and should run; drop or bury the others."""
+        if not candidates:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for entry_id, job in candidates:
+                pipe.xpending_range(self.keys.stream, GROUP, entry_id, entry_id, 1)
+                pipe.exists(self.keys.cancel(job.id))
+            replies = await pipe.execute()
+        keep: list[Delivery] = []
+        drop: list[str] = []
+        doomed: list[Delivery] = []
+        now = time.time()
+        for i, (entry_id, job) in enumerate(candidates):
+            pending, cancelled = replies[2 * i], replies[2 * i + 1]
+            if not pending or pending[0]["consumer"] != self._consumer:
+                continue  # acked meanwhile, or reclaimed by another consumer: not ours
+            delivery = Delivery(job, entry_id, int(pending[0]["times_delivered"]))
+            if cancelled or job.expired(now):
+                drop.append(entry_id)
+            elif delivery.deliveries > self._settings.max_deliveries:
+                doomed.append(delivery)
+            else:
+                keep.append(delivery)
+        await self._drop(drop)
+        for delivery in doomed:
+            await self._bury(delivery)
+        return keep
+
+    async def _drop(self, entry_ids: list[str]) -> None:
+        if not entry_ids:
+            return
+        await self._redis.xack(self.keys.stream, GROUP, *entry_ids)
+        self.dropped_expired += len(entry_ids)
+        self._acks_since_trim += len(entry_ids)
+        logger.info("dropped %d cancelled or expired jobs", len(entry_ids))
+
+    async def _bury(self, delivery: Delivery) -> None:
+        """Dead-letter a job that crashed workers max_deliveries times; its caller gets 502."""
+        job = delivery.job
+        logger.error(
+            "job %s (%s) was delivered %d times; dead-lettering it",
+            job.id,
+            job.kind,
+            delivery.deliveries,
+        )
+        error = JobFailed(
+            f"job {job.id} ({job.kind}) crashed workers {self._settings.max_deliveries} times "
+            "and was dead-lettered; check the worker logs"
+        )
+        await self._finish(delivery, JobOutcome.from_error(error), dead=True)
+        self.dead += 1
+
+    async def complete(self, delivery: Delivery, outcome: JobOutcome) -> bool:
+        with _unavailable("complete"):
+            won = await self._finish(delivery, outcome, dead=False)
+        if not won:
+            self.duplicate_results += 1
+            logger.info("job %s already had a result; this one is dropped", delivery.job.id)
+        return won
+
+    async def _finish(self, delivery: Delivery, outcome: JobOutcome, *, dead: bool) -> bool:
+        job = delivery.job
+        keys = [
+            self.keys.result(job.tenant, job.id),
+            self.keys.notify(job.tenant, job.id),
+            self.keys.stream,
+        ]
+        args: list[str | int] = [outcome.to_json(), self._settings.result_ttl_s, GROUP]
+        args.append(delivery.handle)
+        if dead:
+            keys.append(self.keys.dead)
+            args += [job.to_json(), delivery.deliveries, DEAD_MAXLEN]
+        won = await self._complete_lua(keys=keys, args=args)
+        self._acks_since_trim += 1
+        return bool(won)
+
+    async def renew(self, deliveries: Sequence[Delivery]) -> None:
+        """Reset the idle time of entries this consumer still owns (batch and held ones).
+
+        ``XCLAIM <id> JUSTID`` with min-idle 0 does not increment the delivery counter:
+        a renewal by a live worker is not a delivery. Entries another consumer already
+        reclaimed are left alone (checked atomically in Lua).
+        """
+        ids = [d.handle for d in deliveries] + [entry_id for entry_id, _ in self._held]
+        if not ids:
+            return
+        with _unavailable("renew"):
+            renewed = await self._renew_lua(
+                keys=[self.keys.stream], args=[GROUP, self._consumer, *ids]
+            )
+        if int(renewed) < len(ids):
+            logger.warning(
+                "%d of %d jobs were reclaimed by other workers", len(ids) - int(renewed), len(ids)
+            )
+
+    # -- housekeeping -----------------------------------------------------------------
+
+    async def depth(self) -> int:
+        """Jobs accepted but not completed: pending + lag of the group (XLEN as fallback)."""
+        with _unavailable("depth"):
+            return await self._depth()
+
+    async def _depth(self) -> int:
+        try:
+            groups = await self._redis.xinfo_groups(self.keys.stream)
+        except rex.ResponseError as exc:
+            if not _group_missing(exc):
+                raise
+            groups = []
+        ours = [g for g in groups if g["name"] == GROUP]
+        if not ours:
+            # Stream or group missing (first use, or Redis lost its data): create on enqueue.
+            self._group_ready = False
+        elif ours[0].get("lag") is not None:
+            return int(ours[0]["pending"]) + int(ours[0]["lag"])
+        return int(await self._redis.xlen(self.keys.stream))
+
+    async def trim(self) -> int:
+        """Remove acked entries from the stream; returns how many were removed."""
+        with _unavailable("trim"):
+            return await self._trim()
+
+    async def _trim(self) -> int:
+        self._acks_since_trim = 0
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.xpending(self.keys.stream, GROUP)
+            pipe.xinfo_groups(self.keys.stream)
+            summary, groups = await pipe.execute()
+        if summary["pending"]:
+            # Everything older than the oldest pending entry was delivered and acked.
+            min_id = str(summary["min"])
+        else:
+            # Nothing pending: everything up to the last delivered entry was acked.
+            last = next((g["last-delivered-id"] for g in groups if g["name"] == GROUP), "0-0")
+            if last == "0-0":
+                return 0
+            min_id = _next_id(str(last))
+        removed = await self._redis.xtrim(self.keys.stream, minid=min_id, approximate=False)
+        return int(removed)
+
+    async def _ensure_group(self) -> None:
+        if self._group_ready:
+            return
+        try:
+            # From id 0, so that jobs added before the first worker started are delivered.
+            await self._redis.xgroup_create(self.keys.stream, GROUP, id="0", mkstream=True)
+        except rex.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._group_ready = True
+
+    async def close(self) -> None:
+        """Close both connection pools. Held entries stay pending and are reclaimed later."""
+        await self._redis.aclose()
+        await self._blocking.aclose()

@@ -1,0 +1,96 @@
+"""Evaluation harnesses (`verifier eval ...`) end to end against the real server.
+
+The default model is weak, so these tests check mechanics (the metric matches the predictions,
+the pick matches the scores), never quality.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from service.evals.cli import eval_app
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "processbench3.json"
+pytestmark = pytest.mark.engine
+
+
+def run_cli(*args: str) -> None:
+    result = CliRunner().invoke(eval_app, list(args))
+    assert result.exit_code == 0, f"{result.output}\n{result.stderr}\n{result.exception!r}"
+
+
+def percent_matching(pairs: list[tuple[int | None, int]]) -> float:
+    return 100.0 * sum(pred == label for pred, label in pairs) / len(pairs)
+
+
+@pytest.mark.parametrize("mode", ["direct", "single_pass"])
+def test_processbench_metric_matches_predictions(server: Any, tmp_path: Path, mode: str) -> None:
+    out = tmp_path / f"pb-{mode}.json"
+    run_cli(
+        "processbench",
+        *("--data", str(FIXTURE), "--mode", mode, "--url", server.url, "--output", str(out)),
+    )
+    result = json.loads(out.read_text())
+    fixture = json.loads(FIXTURE.read_text())
+    items = result["items"]
+
+    assert [i["id"] for i in items] == [f["id"] for f in fixture]
+    assert [i["label"] for i in items] == [f["label"] for f in fixture]
+    for item, raw in zip(items, fixture, strict=True):
+        assert item["error"] is None
+        assert len(item["step_scores"]) == len(raw["steps"])
+        assert -1 <= item["pred"] < len(raw["steps"])
+
+    # METHODS A.9 by hand: acc_err over items with an error (label != -1), acc_corr over fully
+    # correct items (label == -1); F1 = 2 * acc_err * acc_corr / (acc_err + acc_corr), 0 if both 0.
+    pairs = [(i["pred"], i["label"]) for i in items]
+    acc_err = percent_matching([(p, y) for p, y in pairs if y != -1])
+    acc_corr = percent_matching([(p, y) for p, y in pairs if y == -1])
+    f1 = 0.0 if acc_err + acc_corr == 0 else 2 * acc_err * acc_corr / (acc_err + acc_corr)
+    metric = result["metric"]
+    assert metric["acc_err"] == pytest.approx(acc_err)
+    assert metric["acc_corr"] == pytest.approx(acc_corr)
+    assert metric["f1"] == pytest.approx(f1)
+    assert (metric["n_err"], metric["n_corr"]) == (2, 1)
+
+    assert result["config"]["mode"] == mode
+    assert result["n_failed"] == 0
+    assert result["usage"]["total_tokens"] > 0
+    assert result["wall_s"] > 0
+
+
+def test_bestofn_pick_and_report(server: Any, tmp_path: Path, data_dir: Path) -> None:
+    data = data_dir / "gsm8k" / "example_model_solutions.jsonl"
+    out = tmp_path / "bon.json"
+    run_cli(
+        "bestofn",
+        *("--data", str(data), "--limit", "3", "--method", "outcome"),
+        *("--url", server.url, "--output", str(out)),
+    )
+    result = json.loads(out.read_text())
+
+    assert result["n_items"] == 3
+    assert len(result["items"]) == 3
+    assert result["oracle_accuracy"] >= result["selection_accuracy"]
+
+    with data.open(encoding="utf-8") as handle:
+        rows = [json.loads(next(handle)) for _ in range(3)]
+    solvers = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
+    fractions = [sum(row[s]["is_correct"] for s in solvers) / len(solvers) for row in rows]
+    assert result["random_accuracy"] == pytest.approx(sum(fractions) / len(fractions))
+
+    assert result["eval_tokens"]["total_tokens"] > 0
+    for item, row in zip(result["items"], rows, strict=True):
+        scores = item["scores"]
+        assert len(scores) == 4
+        best = max(scores)
+        assert item["picked"] == scores.index(best)  # index() finds the lowest index on ties
+        assert item["correct"] == [row[s]["is_correct"] for s in solvers]
+        assert item["picked_correct"] == item["correct"][item["picked"]]
+    picked_correct = [i["picked_correct"] for i in result["items"]]
+    assert result["selection_accuracy"] == pytest.approx(sum(picked_correct) / 3)

@@ -1,0 +1,429 @@
+"""LocalQueue and Worker: batching bounds, deadlines, cancellation, idempotency, drain."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import pytest
+
+from service.config import QueueSettings
+from service.errors import (
+    DeadlineExceeded,
+    InvalidRequest,
+    JobFailed,
+    Overloaded,
+    QueueUnavailable,
+    ServiceError,
+)
+from service.queue.base import Delivery, Job, JobOutcome, new_job_id
+from service.queue.local import LocalQueue
+from service.queue.worker import Worker
+
+pytestmark = pytest.mark.timeout(60)
+
+BIG = 1_000_000
+
+
+def make_job(est_tokens: int = 0, timeout_s: float = 5.0, **kw: Any) -> Job:
+    return Job(
+        id=new_job_id(),
+        kind=kw.pop("kind", "outcome"),
+        payload=kw.pop("payload", {"n": 1}),
+        deadline=time.time() + timeout_s,
+        est_tokens=est_tokens,
+        **kw,
+    )
+
+
+@pytest.fixture
+def settings() -> QueueSettings:
+    return QueueSettings(batch_wait_ms=5, max_queue_depth=100, claim_idle_ms=300)
+
+
+@pytest.fixture
+async def queue(settings: QueueSettings) -> AsyncIterator[LocalQueue]:
+    q = LocalQueue(settings)
+    yield q
+    await q.close()
+
+
+async def wait_depth(queue: LocalQueue, n: int) -> None:
+    """Let submit tasks reach the queue (they enqueue on their first step)."""
+    for _ in range(200):
+        if await queue.depth() == n:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"depth stayed at {await queue.depth()}, expected {n}")
+
+
+def submit_all(queue: LocalQueue, jobs: list[Job]) -> list[asyncio.Task[JobOutcome]]:
+    return [asyncio.create_task(queue.submit(job)) for job in jobs]
+
+
+async def finish(queue: LocalQueue, batch: list[Delivery]) -> None:
+    for d in batch:
+        assert await queue.complete(d, JobOutcome.success({"id": d.job.id}))
+
+
+# -- wire format ------------------------------------------------------------------------
+
+
+def test_job_json_round_trip() -> None:
+    job = make_job(est_tokens=7, tenant="acme", payload={"q": "x", "n": [1, 2]})
+    assert Job.from_json(job.to_json()) == job
+    assert len(job.id) >= 20
+    assert job.id != new_job_id()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ['{"id": 1}', "[1, 2]", "not json", '{"id":"a","kind":"k","payload":{},"deadline":true}'],
+)
+def test_job_from_json_rejects_malformed(raw: str) -> None:
+    with pytest.raises(ValueError, match=r"."):
+        Job.from_json(raw)
+
+
+def test_tenant_with_colon_is_rejected() -> None:
+    with pytest.raises(InvalidRequest, match="tenant"):
+        make_job(tenant="a:b")
+
+
+def test_outcome_json_and_error_mapping() -> None:
+    ok = JobOutcome.success({"score": 0.5})
+    assert JobOutcome.from_json(ok.to_json()) == ok
+    ok.raise_for_error()
+    failed = JobOutcome.from_error(JobFailed("boom"))
+    assert JobOutcome.from_json(failed.to_json()) == failed
+    with pytest.raises(JobFailed, match="boom"):
+        failed.raise_for_error()
+    unknown = JobOutcome.failure(418, "teapot", "short and stout")
+    with pytest.raises(ServiceError, match="stout") as info:
+        unknown.raise_for_error()
+    assert (info.value.status, info.value.type) == (418, "teapot")
+
+
+# -- batching -----------------------------------------------------------------------------
+
+
+async def test_pull_caps_batch_by_job_count(queue: LocalQueue) -> None:
+    tasks = submit_all(queue, [make_job() for _ in range(5)])
+    await wait_depth(queue, 5)
+    first = await queue.pull(3, BIG, 100)
+    second = await queue.pull(3, BIG, 100)
+    assert [len(first), len(second)] == [3, 2]
+    await finish(queue, first + second)
+    outcomes = await asyncio.gather(*tasks)
+    assert all(o.ok for o in outcomes)
+
+
+async def test_pull_caps_batch_by_tokens_and_keeps_fifo(queue: LocalQueue) -> None:
+    jobs = [make_job(est_tokens=40) for _ in range(3)]
+    tasks = submit_all(queue, jobs)
+    await wait_depth(queue, 3)
+    first = await queue.pull(10, 100, 100)
+    second = await queue.pull(10, 100, 100)
+    assert [d.job.id for d in first] == [jobs[0].id, jobs[1].id]
+    assert [d.job.id for d in second] == [jobs[2].id]
+    await finish(queue, first + second)
+    await asyncio.gather(*tasks)
+
+
+async def test_oversized_job_is_delivered_alone(queue: LocalQueue) -> None:
+    jobs = [make_job(est_tokens=500), make_job(est_tokens=10)]
+    tasks = submit_all(queue, jobs)
+    await wait_depth(queue, 2)
+    first = await queue.pull(10, 100, 100)
+    assert [d.job.id for d in first] == [jobs[0].id]
+    second = await queue.pull(10, 100, 100)
+    assert [d.job.id for d in second] == [jobs[1].id]
+    await finish(queue, first + second)
+    await asyncio.gather(*tasks)
+
+
+async def test_pull_waits_the_batch_window_for_more() -> None:
+    queue = LocalQueue(QueueSettings(batch_wait_ms=300))
+    first = asyncio.create_task(queue.submit(make_job()))
+    pulling = asyncio.create_task(queue.pull(10, BIG, 1000))
+    await asyncio.sleep(0.05)  # the pull holds the first job and waits for more
+    assert not pulling.done()
+    second = asyncio.create_task(queue.submit(make_job()))
+    batch = await pulling
+    assert len(batch) == 2
+    await finish(queue, batch)
+    await asyncio.gather(first, second)
+    await queue.close()
+
+
+async def test_pull_returns_empty_after_block_ms(queue: LocalQueue) -> None:
+    start = time.monotonic()
+    assert await queue.pull(10, BIG, 50) == []
+    assert 0.04 <= time.monotonic() - start < 0.5
+
+
+async def test_pull_rejects_bad_arguments(queue: LocalQueue) -> None:
+    with pytest.raises(ValueError, match="max_jobs"):
+        await queue.pull(0, 10, 10)
+
+
+# -- deadlines, cancellation, backpressure -------------------------------------------
+
+
+async def test_deadline_raises_and_job_is_dropped(queue: LocalQueue) -> None:
+    start = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        await queue.submit(make_job(timeout_s=0.1))
+    assert time.monotonic() - start < 0.5
+    assert await queue.pull(10, BIG, 0) == []
+    assert queue.dropped_expired == 1
+    assert await queue.depth() == 0
+
+
+async def test_cancelled_caller_is_dropped(queue: LocalQueue) -> None:
+    task = asyncio.create_task(queue.submit(make_job()))
+    await wait_depth(queue, 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await queue.pull(10, BIG, 0) == []
+    assert queue.dropped_expired == 1
+
+
+async def test_result_after_caller_left_is_not_an_error(queue: LocalQueue) -> None:
+    task = asyncio.create_task(queue.submit(make_job()))
+    await wait_depth(queue, 1)
+    [delivery] = await queue.pull(10, BIG, 0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not await queue.complete(delivery, JobOutcome.success({}))
+
+
+async def test_first_result_wins(queue: LocalQueue) -> None:
+    task = asyncio.create_task(queue.submit(make_job()))
+    await wait_depth(queue, 1)
+    [delivery] = await queue.pull(10, BIG, 0)
+    assert await queue.complete(delivery, JobOutcome.success({"v": 1}))
+    assert not await queue.complete(delivery, JobOutcome.success({"v": 2}))
+    assert (await task).body == {"v": 1}
+    assert queue.duplicate_results == 1
+
+
+async def test_full_queue_is_overloaded() -> None:
+    queue = LocalQueue(QueueSettings(max_queue_depth=2))
+    tasks = submit_all(queue, [make_job(), make_job()])
+    await wait_depth(queue, 2)
+    with pytest.raises(Overloaded) as info:
+        await queue.submit(make_job())
+    assert info.value.retry_after is not None
+    assert info.value.retry_after > 0
+    await queue.close()
+    for task in tasks:
+        with pytest.raises(QueueUnavailable):
+            await task
+
+
+async def test_close_resolves_waiting_callers(queue: LocalQueue) -> None:
+    task = asyncio.create_task(queue.submit(make_job()))
+    await wait_depth(queue, 1)
+    await queue.close()
+    with pytest.raises(QueueUnavailable):
+        await task
+    with pytest.raises(QueueUnavailable):
+        await queue.submit(make_job())
+
+
+# -- idempotency --------------------------------------------------------------------------
+
+Counter = Callable[[Job], Awaitable[JobOutcome]]
+
+
+def counting_handler(calls: list[str]) -> Counter:
+    async def handle(job: Job) -> JobOutcome:
+        calls.append(job.id)
+        await asyncio.sleep(0.01)
+        return JobOutcome.success({"ran": job.id, "tenant": job.tenant})
+
+    return handle
+
+
+@pytest.fixture
+async def running(
+    queue: LocalQueue, settings: QueueSettings
+) -> AsyncIterator[tuple[LocalQueue, list[str]]]:
+    calls: list[str] = []
+    worker = Worker(queue, counting_handler(calls), settings, block_ms=20)
+    task = asyncio.create_task(worker.run())
+    yield queue, calls
+    worker.stop()
+    await task
+
+
+async def test_idempotency_key_returns_same_outcome(running: tuple[LocalQueue, list[str]]) -> None:
+    queue, calls = running
+    first = await queue.submit(make_job(), idempotency_key="k1")
+    again = await queue.submit(make_job(), idempotency_key="k1")
+    assert again == first
+    assert len(calls) == 1
+    both = await asyncio.gather(
+        queue.submit(make_job(), idempotency_key="k2"),
+        queue.submit(make_job(), idempotency_key="k2"),
+    )
+    assert both[0] == both[1]
+    assert len(calls) == 2
+
+
+async def test_idempotency_is_scoped_by_tenant(running: tuple[LocalQueue, list[str]]) -> None:
+    queue, calls = running
+    a = await queue.submit(make_job(tenant="a"), idempotency_key="k")
+    b = await queue.submit(make_job(tenant="b"), idempotency_key="k")
+    assert a.body is not None
+    assert b.body is not None
+    assert (a.body["tenant"], b.body["tenant"]) == ("a", "b")
+    assert len(calls) == 2
+
+
+async def test_idempotency_key_is_freed_when_the_job_expires(queue: LocalQueue) -> None:
+    with pytest.raises(DeadlineExceeded):
+        await queue.submit(make_job(timeout_s=0.05), idempotency_key="k")
+    retry = make_job()
+    task = asyncio.create_task(queue.submit(retry, idempotency_key="k"))
+    await asyncio.sleep(0.01)
+    batch = await queue.pull(10, BIG, 100)
+    assert [d.job.id for d in batch] == [retry.id]
+    await finish(queue, batch)
+    assert (await task).ok
+
+
+# -- worker -------------------------------------------------------------------------------
+
+
+class RecordingQueue(LocalQueue):
+    """Keeps every outcome the worker reports, even for callers that left."""
+
+    def __init__(self, settings: QueueSettings) -> None:
+        super().__init__(settings)
+        self.outcomes: dict[str, JobOutcome] = {}
+
+    async def complete(self, delivery: Delivery, outcome: JobOutcome) -> bool:
+        self.outcomes[delivery.job.payload["case"]] = outcome
+        return await super().complete(delivery, outcome)
+
+
+async def test_worker_maps_handler_errors(settings: QueueSettings) -> None:
+    queue = RecordingQueue(settings)
+
+    async def handle(job: Job) -> JobOutcome:
+        case = job.payload["case"]
+        if case == "invalid":
+            raise InvalidRequest("bad field")
+        if case == "crash":
+            raise RuntimeError("secret detail")
+        if case == "slow":
+            await asyncio.sleep(5)
+        if case == "not-an-outcome":
+            return {"oops": 1}  # type: ignore[return-value]
+        return JobOutcome.success({"case": case})
+
+    cases = {"ok": 5.0, "invalid": 5.0, "crash": 5.0, "slow": 0.2, "not-an-outcome": 5.0}
+    tasks = [
+        asyncio.create_task(queue.submit(make_job(timeout_s=t, payload={"case": c})))
+        for c, t in cases.items()
+    ]
+    await wait_depth(queue, len(cases))
+    batch = await queue.pull(10, BIG, 0)
+    await Worker(queue, handle, settings).run_batch(batch)
+    got = {c: (o.status, o.error_type) for c, o in queue.outcomes.items()}
+    assert got == {
+        "ok": (200, None),
+        "invalid": (422, "invalid_request"),
+        "crash": (500, "internal_error"),
+        "slow": (504, "deadline_exceeded"),
+        "not-an-outcome": (500, "internal_error"),
+    }
+    assert "secret" not in (queue.outcomes["crash"].error_message or "")
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await queue.close()
+
+
+async def test_worker_stop_drains_the_current_batch(
+    queue: LocalQueue, settings: QueueSettings
+) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+    batches: list[tuple[int, int]] = []
+
+    async def handle(job: Job) -> JobOutcome:
+        started.set()
+        await release.wait()
+        return JobOutcome.success({"id": job.id})
+
+    worker = Worker(
+        queue, handle, settings, on_batch=lambda n, t: batches.append((n, t)), block_ms=20
+    )
+    tasks = submit_all(queue, [make_job(est_tokens=3), make_job(est_tokens=4)])
+    await wait_depth(queue, 2)
+    run = asyncio.create_task(worker.run())
+    await started.wait()
+    worker.stop()
+    late = asyncio.create_task(queue.submit(make_job(timeout_s=0.5)))
+    await asyncio.sleep(0.05)
+    assert not run.done()  # still running the batch in hand
+    release.set()
+    await asyncio.wait_for(run, 2)
+    outcomes = await asyncio.gather(*tasks)
+    assert all(o.ok for o in outcomes)
+    assert batches == [(2, 7)]
+    with pytest.raises(DeadlineExceeded):
+        await late  # submitted after stop(): never pulled
+
+
+class RenewingQueue(LocalQueue):
+    """A LocalQueue that looks Renewable; its first renewal fails."""
+
+    def __init__(self, settings: QueueSettings) -> None:
+        super().__init__(settings)
+        self.renewals: list[list[str]] = []
+
+    async def renew(self, deliveries: Sequence[Delivery]) -> None:
+        self.renewals.append([d.job.id for d in deliveries])
+        if len(self.renewals) == 1:
+            raise QueueUnavailable("flaky")
+
+
+async def test_worker_renews_a_running_batch() -> None:
+    queue = RenewingQueue(QueueSettings(claim_idle_ms=150))
+
+    async def handle(job: Job) -> JobOutcome:
+        await asyncio.sleep(0.25)  # five renewal intervals of 50 ms
+        return JobOutcome.success({})
+
+    job = make_job()
+    task = asyncio.create_task(queue.submit(job))
+    await wait_depth(queue, 1)
+    await Worker(queue, handle, queue.settings).run_batch(await queue.pull(10, BIG, 0))
+    assert (await task).ok
+    assert len(queue.renewals) >= 3
+    assert queue.renewals[0] == [job.id]
+    await queue.close()
+
+
+class CountingQueue(LocalQueue):
+    pulls = 0
+
+    async def pull(self, max_jobs: int, max_tokens: int, block_ms: int) -> list[Delivery]:
+        self.pulls += 1
+        return await super().pull(max_jobs, max_tokens, block_ms)
+
+
+async def test_worker_backs_off_while_the_queue_is_unavailable(settings: QueueSettings) -> None:
+    queue = CountingQueue(settings)
+    await queue.close()
+    worker = Worker(queue, counting_handler([]), settings, block_ms=10)
+    run = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.2)
+    worker.stop()
+    await asyncio.wait_for(run, 1)  # stop() also cuts the back-off short
+    assert queue.pulls == 1
