@@ -1,16 +1,22 @@
-"""create_app() and its lifespan: the only composition root.
+"""create_app(), its lifespan and the worker process: the only composition root.
 
-The HTTP server is up at once (``/health``); the engine starts in the background and ``/ready``
-turns 200 after it answered a probe judgment. vLLM spawns processes, so it is built here and
-never at import time.
+API process: the HTTP server is up at once (``/health``). With an in-process worker (the
+default) the engine starts in the background and ``/ready`` turns 200 after it answered a
+probe judgment; API-only (``serve --no-worker``) is ready when Redis answers. Every
+model-using request goes through the job queue: local (asyncio) by default, Redis Streams when
+``VERIFIER_REDIS_URL`` is set. vLLM spawns processes, so it is built here, never at import.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,17 +24,43 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api import health, judge, rerank, split
-from service.api.deps import AppState, Services
-from service.api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from service.api.deps import AppState
+from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
 from service.config import Settings, get_settings
 from service.engine.base import Engine
 from service.errors import ServiceError, error_body
 from service.protocol import OutcomeRequest
+from service.queue.base import JobQueue
+from service.queue.local import LocalQueue
+from service.queue.worker import Worker
+from service.serving.services import JobRunner, Services
 from service.telemetry import Metrics
 
 logger = logging.getLogger(__name__)
 
 PROBE = OutcomeRequest(question="What is 2 + 2?", response="2 + 2 = 4. The answer is 4.")
+
+
+def consumer_name(role: str) -> str:
+    """Unique per process: Redis tracks pending jobs per consumer."""
+    return f"{role}-{socket.gethostname()}-{os.getpid()}"
+
+
+def make_queue(settings: Settings, role: str) -> JobQueue:
+    if settings.redis_url:
+        from service.queue.redis_streams import RedisQueue
+
+        return RedisQueue(settings.redis_url, settings.queue, consumer_name(role))
+    return LocalQueue(settings.queue)
+
+
+def make_redis(settings: Settings) -> Any:
+    """Client for keys and quotas (the queue keeps its own connections)."""
+    if not settings.redis_url:
+        return None
+    from service.auth import connect
+
+    return connect(settings.redis_url, settings.queue.redis_timeout_s)
 
 
 def _start_engine(settings: Settings) -> Engine:
@@ -38,39 +70,73 @@ def _start_engine(settings: Settings) -> Engine:
     return VLLMEngine.start(settings, resolve_model(settings))
 
 
-async def _bring_up(state: AppState) -> None:
-    """Prepare the model, start the engine, score a probe; then mark the service ready."""
-    try:
-        engine = await asyncio.to_thread(_start_engine, state.settings)
-    except Exception as exc:
-        logger.exception("engine failed to start")
-        state.status, state.detail = "failed", f"engine failed to start: {exc}"
-        return
-    services = Services.build(engine, state.settings.model_name)
-    state.services = services
+async def start_services(settings: Settings) -> Services:
+    """Prepare the model, start the engine, score a probe judgment."""
+    engine = await asyncio.to_thread(_start_engine, settings)
+    services = Services.build(engine, settings.model_name)
     try:
         probe = await services.outcome.judge(PROBE)
-    except Exception as exc:
-        logger.exception("probe judgment failed")
-        state.status, state.detail = "failed", f"probe judgment failed: {exc}"
-        return
+    except Exception:
+        await engine.shutdown()
+        raise
     logger.info("engine ready; probe score %.4f", probe.score)
+    return services
+
+
+def make_worker(
+    settings: Settings, queue: JobQueue, services: Services, metrics: Metrics
+) -> Worker:
+    def on_batch(size: int, tokens: int) -> None:
+        metrics.record_batch(size, tokens)
+        metrics.sync_queue_counters(queue)
+
+    runner = JobRunner(services, metrics, settings.queue.fault_crash_kind)
+    return Worker(queue, runner, settings.queue, on_batch=on_batch)
+
+
+async def _bring_up(state: AppState, run_worker: bool) -> None:
+    assert state.queue is not None
+    try:
+        if run_worker:
+            state.services = await start_services(state.settings)
+            worker = make_worker(state.settings, state.queue, state.services, state.metrics)
+            state.worker = worker
+            task = asyncio.create_task(worker.run(), name="worker")
+            state.tasks.add(task)
+        else:
+            await state.queue.depth()  # Redis answers
+    except Exception as exc:
+        logger.exception("start failed")
+        state.status, state.detail = "failed", f"start failed: {exc}"
+        return
     state.status, state.detail = "ready", None
 
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: AppState = app.state.svc
-    task = asyncio.create_task(_bring_up(state))
-    state.tasks.add(task)
+    state.queue = make_queue(state.settings, "api")
+    state.redis = make_redis(state.settings)
+    bring_up = asyncio.create_task(_bring_up(state, app.state.run_worker))
     try:
         yield
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        if state.services is not None:
-            await state.services.engine.shutdown()
+        bring_up.cancel()
+        await asyncio.gather(bring_up, return_exceptions=True)
+        await _shutdown(state)
+
+
+async def _shutdown(state: AppState) -> None:
+    if state.worker is not None:
+        state.worker.stop()  # drain: finish and complete the batch in hand
+    await asyncio.gather(*state.tasks, return_exceptions=True)
+    if state.services is not None:
+        await state.services.engine.shutdown()
         state.services = None
+    if state.queue is not None:
+        await state.queue.close()
+    if state.redis is not None:
+        await state.redis.aclose()
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -84,7 +150,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        headers = {"Retry-After": f"{exc.retry_after:.0f}"} if exc.retry_after else None
+        headers = {"Retry-After": f"{max(1, round(exc.retry_after))}"} if exc.retry_after else None
         return JSONResponse(error_body(exc.type, exc.message), exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
@@ -102,7 +168,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("internal_error", "internal error; see server logs"), 500)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> FastAPI:
     """Build the ASGI app. Nothing heavy happens until the lifespan starts."""
     settings = settings or get_settings()
     metrics = Metrics()
@@ -113,11 +179,40 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=_lifespan,
     )
     app.state.svc = AppState(settings=settings, metrics=metrics)
+    app.state.run_worker = run_worker
     app.include_router(health.router)
     app.include_router(judge.router)
     app.include_router(split.router)
     app.include_router(rerank.router)
     _install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
+    if settings.auth.enabled:
+        app.add_middleware(AuthMiddleware, state=app.state.svc)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
+
+
+async def run_worker_process(settings: Settings) -> None:
+    """`verifier worker`: engine + Redis queue + worker loop + its own /metrics port.
+
+    SIGTERM/SIGINT drain: stop reading, finish and complete the batch, shut the engine down.
+    """
+    from prometheus_client import start_http_server
+
+    if not settings.redis_url:
+        raise SystemExit("verifier worker needs VERIFIER_REDIS_URL (the API and workers share it)")
+    metrics = Metrics()
+    if settings.queue.worker_metrics_port:
+        start_http_server(settings.queue.worker_metrics_port, registry=metrics.registry)
+    queue = make_queue(settings, "worker")
+    services = await start_services(settings)
+    worker = make_worker(settings, queue, services, metrics)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.stop)
+    logger.info("worker %s ready", consumer_name("worker"))
+    try:
+        await worker.run()
+    finally:
+        await services.engine.shutdown()
+        await queue.close()

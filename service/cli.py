@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -30,8 +30,11 @@ def _logging(level: str) -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (VERIFIER_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (VERIFIER_PORT).")] = None,
+    worker: Annotated[
+        bool, typer.Option("--worker/--no-worker", help="Run a worker (and engine) in-process.")
+    ] = True,
 ) -> None:
-    """Run the HTTP service (one process, one engine)."""
+    """Run the HTTP service: API plus an in-process worker, or API only (--no-worker)."""
     import uvicorn
 
     from service.app import create_app
@@ -42,13 +45,28 @@ def serve(
     if port is not None:
         settings.port = port
     _logging(settings.log_level)
+    if not worker and not settings.redis_url:
+        typer.echo("error: --no-worker needs VERIFIER_REDIS_URL (workers pull from it)", err=True)
+        raise typer.Exit(2)
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, run_worker=worker),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
         timeout_graceful_shutdown=30,
     )
+
+
+@app.command("worker")
+def worker_cmd() -> None:
+    """Run a worker process: engine + Redis queue consumer (+ /metrics on its own port)."""
+    import asyncio
+
+    from service.app import run_worker_process
+
+    settings = get_settings()
+    _logging(settings.log_level)
+    asyncio.run(run_worker_process(settings))
 
 
 @models_app.command("prepare")
@@ -66,6 +84,87 @@ def models_prepare(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(str(path))
+
+
+keys_app = typer.Typer(no_args_is_help=True, help="API keys (stored hashed in Redis).")
+app.add_typer(keys_app, name="keys")
+
+
+def _keys_redis() -> tuple[Any, str]:
+    from service.app import make_redis
+
+    settings = get_settings()
+    redis = make_redis(settings)
+    if redis is None:
+        typer.echo("error: keys live in Redis; set VERIFIER_REDIS_URL", err=True)
+        raise typer.Exit(2)
+    return redis, settings.queue.key_prefix
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="Tenant the key belongs to.")],
+    name: Annotated[str, typer.Option(help="A label for humans.")] = "",
+    quota: Annotated[int | None, typer.Option(help="Tokens per window (none = unlimited).")] = None,
+    window: Annotated[int, typer.Option(help="Quota window in seconds.")] = 3600,
+) -> None:
+    """Create a key; it is printed once and only its hash is stored."""
+    import asyncio
+
+    from service.auth import create_key
+
+    async def run() -> None:
+        redis, prefix = _keys_redis()
+        try:
+            key, record = await create_key(redis, prefix, tenant, name, quota, window)
+        finally:
+            await redis.aclose()
+        typer.echo(key)
+        typer.echo(
+            f"key_id={record.key_id} tenant={record.tenant} quota={record.quota_tokens}", err=True
+        )
+
+    asyncio.run(run())
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_or_id: Annotated[str, typer.Argument(help="The key or its key_id.")]) -> None:
+    """Revoke a key by the key itself or its key_id."""
+    import asyncio
+
+    from service.auth import revoke_key
+
+    async def run() -> bool:
+        redis, prefix = _keys_redis()
+        try:
+            return await revoke_key(redis, prefix, key_or_id)
+        finally:
+            await redis.aclose()
+
+    if not asyncio.run(run()):
+        typer.echo("error: no such key", err=True)
+        raise typer.Exit(1)
+    typer.echo("revoked")
+
+
+@keys_app.command("list")
+def keys_list() -> None:
+    """List keys (ids, tenants, quotas; never the keys)."""
+    import asyncio
+
+    from service.auth import list_keys
+
+    async def run() -> list[Any]:
+        redis, prefix = _keys_redis()
+        try:
+            return list(await list_keys(redis, prefix))
+        finally:
+            await redis.aclose()
+
+    for r in asyncio.run(run()):
+        typer.echo(
+            f"{r.key_id}  tenant={r.tenant}  name={r.name}  quota={r.quota_tokens}/{r.window_s}s"
+        )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.auth import AuthSettings
+
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 
 
@@ -70,6 +72,10 @@ class QueueSettings(BaseModel):
     max_deliveries: int = Field(default=3, ge=1, description="Then the job is dead-lettered.")
     redis_timeout_s: float = Field(default=2.0, gt=0, description="Socket timeout to Redis.")
     worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
+    fault_crash_kind: str = Field(
+        default="",
+        description="Fault injection for tests: a worker exits at once on a job of this kind.",
+    )
 
 
 class Settings(BaseSettings):
@@ -91,9 +97,12 @@ class Settings(BaseSettings):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     queue: QueueSettings = Field(default_factory=QueueSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        if self.auth.enabled and not self.redis_url:
+            raise ValueError("VERIFIER_AUTH__ENABLED needs VERIFIER_REDIS_URL (keys live in Redis)")
         if self.limits.max_reasoning_tokens >= self.engine.max_model_len:
             raise ValueError(
                 "limits.max_reasoning_tokens must be below engine.max_model_len; lower "

@@ -4,6 +4,7 @@ ServiceError                      (500 internal_error)
  +-- InvalidRequest               422 invalid_request      a field is wrong; names the fix
  |    +-- ContextTooLong          422 context_too_long     prompt + new tokens exceed the model
  +-- PayloadTooLarge              413 payload_too_large    a text or the body is over the limit
+ +-- NotFound                     404 not_found            no such result (or another tenant's)
  +-- NotReady                     503 not_ready            the engine is still starting
  +-- QueueUnavailable             503 queue_unavailable    Redis cannot be reached
  +-- Overloaded                   429 overloaded           queue full (carries Retry-After)
@@ -39,6 +40,11 @@ class ContextTooLong(InvalidRequest):
 class PayloadTooLarge(ServiceError):
     status = 413
     type = "payload_too_large"
+
+
+class NotFound(ServiceError):
+    status = 404
+    type = "not_found"
 
 
 class NotReady(ServiceError):

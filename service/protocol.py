@@ -64,9 +64,31 @@ class Usage(BaseModel):
 
 
 JudgeMode = Literal["direct", "reasoning"]
+BudgetPolicy = Literal["refuse", "degrade"]
 
 
-class JudgeOptions(ServiceModel):
+class BudgetOptions(ServiceModel):
+    """A per-request token budget, checked against an estimate before anything runs."""
+
+    max_eval_tokens: int | None = Field(
+        default=None, ge=1, description="Refuse (or degrade) when the estimate is above this."
+    )
+    budget_policy: BudgetPolicy = Field(
+        default="refuse",
+        description="refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.",
+    )
+
+
+class BudgetInfo(BaseModel):
+    """What the planner decided; present when the request set max_eval_tokens."""
+
+    max_eval_tokens: int
+    estimate: int
+    degraded: bool = False
+    note: str | None = None
+
+
+class JudgeOptions(BudgetOptions):
     """Options shared by every judging endpoint."""
 
     mode: JudgeMode = Field(
@@ -142,6 +164,7 @@ class OutcomeResponse(BaseModel):
     rationale: str | None = None
     samples: list[SampleJudgment] | None = None
     usage: Usage
+    budget: BudgetInfo | None = None
 
 
 class ModelCard(BaseModel):
@@ -170,7 +193,7 @@ ProcessMode = Literal["direct", "reasoning", "single_pass"]
 Aggregation = Literal["min", "mean", "mean_logit", "last", "prod"]
 
 
-class SplitRequest(ServiceModel):
+class SplitRequest(BudgetOptions):
     """POST /v1/split."""
 
     response: str
@@ -193,6 +216,7 @@ class SplitResponse(BaseModel):
     method_used: Literal["heuristic", "model", "given"]
     fallback_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    budget: BudgetInfo | None = None
 
 
 class ProcessOptions(ServiceModel):
@@ -266,6 +290,7 @@ class ProcessResponse(BaseModel):
     )
     step_samples: list[list[SampleJudgment]] | None = None
     usage: Usage
+    budget: BudgetInfo | None = None
 
 
 ScoreMethod = Literal["outcome", "process", "fused"]
@@ -323,6 +348,7 @@ class ScoreResponse(BaseModel):
     results: list[ScoreResult]
     ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
     usage: Usage
+    budget: BudgetInfo | None = None
 
 
 class RerankDocument(BaseModel):
@@ -363,3 +389,4 @@ class RerankResponse(BaseModel):
     results: list[RerankResult]
     meta: RerankMeta
     usage: Usage
+    budget: BudgetInfo | None = None

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 
 class UsageLike(Protocol):
@@ -19,6 +26,9 @@ class UsageLike(Protocol):
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TOKEN_BUCKETS = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536, 262144)
+WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+QUEUE_COUNTERS = ("redelivered", "dead", "dropped_expired", "duplicate_results")
 
 
 class Metrics:
@@ -53,6 +63,48 @@ class Metrics:
         self.engine_calls = Counter(
             "verifier_engine_calls", "Engine calls", ["endpoint"], registry=r
         )
+        self.budget_tokens = Counter(
+            "verifier_budget_tokens",
+            "Token budget by tenant: granted (estimate admitted), spent (actual), refused",
+            ["tenant", "outcome"],
+            registry=r,
+        )
+        self.queue_wait = Histogram(
+            "verifier_queue_wait_seconds",
+            "Time from submit to a worker starting the job",
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "verifier_queue_depth", "Jobs accepted and not yet completed", registry=r
+        )
+        self.batch_size = Histogram(
+            "verifier_batch_size", "Jobs per worker batch", buckets=BATCH_BUCKETS, registry=r
+        )
+        self.batch_tokens = Histogram(
+            "verifier_batch_tokens",
+            "Estimated tokens per worker batch",
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.queue_events = {
+            name: Counter(f"verifier_jobs_{name}", f"Jobs {name.replace('_', ' ')}", registry=r)
+            for name in QUEUE_COUNTERS
+        }
+        self._queue_seen: dict[str, int] = dict.fromkeys(QUEUE_COUNTERS, 0)
+
+    def record_batch(self, size: int, tokens: int) -> None:
+        self.batch_size.observe(size)
+        self.batch_tokens.observe(tokens)
+
+    def sync_queue_counters(self, queue: object) -> None:
+        """Carry a queue's plain int counters into Prometheus counters (by delta)."""
+        for name in QUEUE_COUNTERS:
+            now = int(getattr(queue, name, 0))
+            delta = now - self._queue_seen[name]
+            if delta > 0:
+                self.queue_events[name].inc(delta)
+            self._queue_seen[name] = max(now, self._queue_seen[name])
 
     def record_usage(self, endpoint: str, model: str, usage: UsageLike) -> None:
         self.eval_tokens.labels(endpoint, model, "prompt").inc(usage.prompt_tokens)

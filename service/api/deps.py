@@ -1,43 +1,30 @@
-"""Typed dependencies: routes reach what the lifespan built only through these."""
+"""Typed dependencies and the one path every model-using request takes.
+
+Routes validate and check limits; ``run_job`` then authorises the tenant's quota, plans the
+token budget, submits a job to the queue, waits for its result and records what it cost.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import time
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
+from pydantic import BaseModel
 
+import service.budget as budget
+from service.auth import KeyRecord, Reservation, reserve, settle
 from service.config import LimitSettings, Settings
-from service.engine.base import Engine
-from service.errors import DeadlineExceeded, InvalidRequest, NotReady, PayloadTooLarge
-from service.protocol import JudgeOptions, Usage
-from service.serving.outcome import OutcomeServing
-from service.serving.process import ProcessServing, SplitServing
-from service.serving.score import ScoreServing
+from service.errors import InvalidRequest, NotReady, PayloadTooLarge
+from service.protocol import BudgetInfo, JudgeOptions, Usage
+from service.queue.base import Job, JobQueue, new_job_id
+from service.queue.worker import Worker
+from service.serving.services import Services
 from service.telemetry import Metrics
 
-T = TypeVar("T")
-
-
-@dataclass
-class Services:
-    """What exists once the engine answered its probe."""
-
-    engine: Engine
-    outcome: OutcomeServing
-    split: SplitServing
-    process: ProcessServing
-    score: ScoreServing
-
-    @classmethod
-    def build(cls, engine: Engine, model_name: str) -> Services:
-        outcome = OutcomeServing(engine, model_name)
-        split = SplitServing(engine)
-        process = ProcessServing(engine, split, model_name)
-        score = ScoreServing(outcome, process, model_name)
-        return cls(engine=engine, outcome=outcome, split=split, process=process, score=score)
+R = TypeVar("R", bound=BaseModel)
 
 
 @dataclass
@@ -46,7 +33,10 @@ class AppState:
     metrics: Metrics
     status: Literal["starting", "ready", "failed"] = "starting"
     detail: str | None = None
-    services: Services | None = None
+    queue: JobQueue | None = None
+    services: Services | None = None  # only where this process hosts a worker
+    worker: Worker | None = None
+    redis: Any = None  # auth and quota client (redis.asyncio.Redis) when Redis is configured
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -58,14 +48,14 @@ def get_state(request: Request) -> AppState:
 StateDep = Annotated[AppState, Depends(get_state)]
 
 
-def get_services(state: StateDep) -> Services:
-    if state.services is None or state.status != "ready":
+def get_queue(state: StateDep) -> JobQueue:
+    if state.queue is None or state.status != "ready":
         detail = f": {state.detail}" if state.detail else ""
-        raise NotReady(f"the engine is {state.status}{detail}; retry when GET /ready says ready")
-    return state.services
+        raise NotReady(f"the service is {state.status}{detail}; retry when GET /ready says ready")
+    return state.queue
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
+QueueDep = Annotated[JobQueue, Depends(get_queue)]
 
 
 def check_texts(limits: LimitSettings, **texts: str) -> None:
@@ -108,13 +98,63 @@ def check_judge_options(limits: LimitSettings, options: JudgeOptions) -> None:
         )
 
 
-def record(state: AppState, endpoint: str, model: str, usage: Usage) -> None:
-    state.metrics.record_usage(endpoint, model, usage)
+def tenant_of(request: Request) -> KeyRecord | None:
+    """The API key record the auth middleware attached (None with auth off)."""
+    record: KeyRecord | None = getattr(request.state, "api_key", None)
+    return record
 
 
-async def with_deadline(work: Awaitable[T], seconds: float) -> T:
-    """Run ``work`` or answer 504; cancelling it aborts the engine requests it made."""
+def _plan(state: AppState, kind: str, req: BaseModel, tenant: str) -> budget.BudgetPlan:
     try:
-        return await asyncio.wait_for(work, timeout=seconds)
-    except TimeoutError as exc:
-        raise DeadlineExceeded(f"no result within {seconds:.0f} s") from exc
+        return budget.plan(kind, req)
+    except budget.BudgetTooSmall as exc:
+        state.metrics.budget_tokens.labels(tenant, "refused").inc(exc.estimate)
+        raise
+
+
+async def run_job(
+    state: AppState,
+    queue: JobQueue,
+    request: Request,
+    response: Response,
+    kind: str,
+    req: BaseModel,
+    response_type: type[R],
+    endpoint: str,
+) -> R:
+    """Plan, reserve quota, submit, wait, settle, record; the response carries budget info."""
+    record = tenant_of(request)
+    tenant = record.tenant if record else "default"
+    plan = _plan(state, kind, req, tenant)
+    estimate = plan.estimate.total
+    reservation: Reservation | None = None
+    if record is not None and state.redis is not None:
+        reservation = await reserve(state.redis, state.settings.queue.key_prefix, record, estimate)
+    state.metrics.budget_tokens.labels(tenant, "granted").inc(estimate)
+    job = Job(
+        id=new_job_id(),
+        kind=kind,
+        payload=plan.request.model_dump(mode="json"),
+        deadline=time.time() + state.settings.limits.request_timeout_s,
+        tenant=tenant,
+        est_tokens=estimate,
+    )
+    response.headers["X-Job-Id"] = job.id
+    spent = 0
+    try:
+        outcome = await queue.submit(job, idempotency_key=request.headers.get("idempotency-key"))
+        outcome.raise_for_error()
+        resp = response_type.model_validate(outcome.body)
+        usage: Usage = resp.usage  # type: ignore[attr-defined]
+        spent = usage.total_tokens
+    finally:
+        if reservation is not None:
+            await settle(state.redis, state.settings.queue.key_prefix, reservation, spent)
+    state.metrics.budget_tokens.labels(tenant, "spent").inc(spent)
+    state.metrics.record_usage(endpoint, str(getattr(resp, "model", "")), usage)
+    limit = getattr(plan.request, "max_eval_tokens", None)
+    if limit is not None:
+        resp.budget = BudgetInfo(  # type: ignore[attr-defined]
+            max_eval_tokens=limit, estimate=estimate, degraded=plan.degraded, note=plan.note
+        )
+    return resp

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+import contextlib
+
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from service.api.deps import StateDep
+from service.api.deps import StateDep, tenant_of
+from service.errors import NotFound, ServiceError
 from service.protocol import ModelCard, ModelList, Readiness
 
 router = APIRouter(tags=["health"])
@@ -36,4 +39,24 @@ async def models(state: StateDep) -> ModelList:
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(state: StateDep) -> Response:
+    """Prometheus text; queue depth is read from the queue (Redis: shared by every process)."""
+    if state.queue is not None:
+        with contextlib.suppress(ServiceError):
+            state.metrics.queue_depth.set(await state.queue.depth())
+        state.metrics.sync_queue_counters(state.queue)
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.get("/v1/results/{job_id}", tags=["jobs"])
+async def result(job_id: str, request: Request, state: StateDep) -> JSONResponse:
+    """The stored result of a job (id from the X-Job-Id header), for the tenant that sent it."""
+    record = tenant_of(request)
+    tenant = record.tenant if record else "default"
+    outcome = None
+    if state.queue is not None:
+        outcome = await state.queue.lookup(tenant, job_id)
+    if outcome is None:
+        raise NotFound(f"no result for job {job_id} (unknown, expired, or another tenant's)")
+    if not outcome.ok:
+        outcome.raise_for_error()
+    return JSONResponse(outcome.body)

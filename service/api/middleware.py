@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.errors import error_body
+from service.auth import Unauthorized, authenticate
+from service.errors import ServiceError, error_body
 from service.telemetry import Metrics
 
 
@@ -111,3 +113,50 @@ def _endpoint(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
     return str(path) if path else "unmatched"
+
+
+OPEN_PATHS = frozenset({"/health", "/ready"})
+
+
+async def _send_error(send: Send, exc: ServiceError) -> None:
+    headers = [(b"content-type", b"application/json")]
+    if exc.status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    if exc.retry_after:
+        headers.append((b"retry-after", str(max(1, round(exc.retry_after))).encode()))
+    body = json.dumps(error_body(exc.type, exc.message)).encode()
+    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class AuthMiddleware:
+    """Bearer API keys on every route but liveness and readiness (docs and metrics included).
+
+    The key's record (tenant, quota) is attached as ``request.state.api_key``.
+    """
+
+    def __init__(self, app: ASGIApp, state: Any) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        header = None
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                header = value.decode("latin-1")
+        try:
+            if self.state.redis is None:
+                raise Unauthorized(
+                    "auth is enabled but no Redis is configured (VERIFIER_REDIS_URL)"
+                )
+            record = await authenticate(
+                self.state.redis, self.state.settings.queue.key_prefix, header
+            )
+        except ServiceError as exc:
+            await _send_error(send, exc)
+            return
+        scope.setdefault("state", {})["api_key"] = record
+        await self.app(scope, receive, send)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from service.api.deps import (
     AppState,
-    ServicesDep,
+    QueueDep,
     StateDep,
     check_counts,
     check_judge_options,
     check_many,
     check_texts,
-    record,
-    with_deadline,
+    run_job,
 )
 from service.api.judge import ERRORS
 from service.protocol import (
@@ -36,20 +35,22 @@ def _check(state: AppState, question: str, texts: list[str], opts: ScoreOptions)
 
 
 @router.post("/v1/score", response_model=ScoreResponse)
-async def score(req: ScoreRequest, state: StateDep, services: ServicesDep) -> ScoreResponse:
+async def score(
+    req: ScoreRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
+) -> ScoreResponse:
     """Outcome, process and fused scores of many responses to one question, plus a ranking."""
     _check(state, req.question, req.responses, req)
-    res = await with_deadline(services.score.score(req), state.settings.limits.request_timeout_s)
-    record(state, "/v1/score", res.model, res.usage)
-    return res
+    return await run_job(state, queue, request, response, "score", req, ScoreResponse, "/v1/score")
 
 
 @router.post("/v1/rerank", response_model=RerankResponse, response_model_exclude_none=True)
 @router.post("/v2/rerank", response_model=RerankResponse, response_model_exclude_none=True)
 @router.post("/rerank", response_model=RerankResponse, response_model_exclude_none=True)
-async def rerank(req: RerankRequest, state: StateDep, services: ServicesDep) -> RerankResponse:
+async def rerank(
+    req: RerankRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
+) -> RerankResponse:
     """Best-of-N in the Cohere/Jina rerank shape: documents sorted best first."""
     _check(state, req.query, req.texts(), req)
-    res = await with_deadline(services.score.rerank(req), state.settings.limits.request_timeout_s)
-    record(state, "/v1/rerank", res.model, res.usage)
-    return res
+    return await run_job(
+        state, queue, request, response, "rerank", req, RerankResponse, "/v1/rerank"
+    )

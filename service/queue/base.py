@@ -215,6 +215,10 @@ class JobQueue(Protocol):
         """Store the outcome; True if this write won (the first result for a job wins)."""
         ...
 
+    async def lookup(self, tenant: str, job_id: str) -> JobOutcome | None:
+        """The stored outcome of ``job_id`` if ``tenant`` submitted it (None otherwise)."""
+        ...
+
     async def depth(self) -> int:
         """Jobs accepted but not yet completed (queued plus in flight)."""
         ...

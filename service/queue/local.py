@@ -74,6 +74,8 @@ class LocalQueue:
         self._arrived = asyncio.Event()
         self._handles = itertools.count(1)
         self._closed = False
+        # Recent outcomes by (tenant, job id), kept result_ttl_s for GET /v1/results/{id}.
+        self._results: OrderedDict[tuple[str, str], tuple[JobOutcome, float]] = OrderedDict()
         # Counters read by the metrics layer.
         self.dropped_expired = 0
         self.redelivered = 0
@@ -212,7 +214,19 @@ class LocalQueue:
             self.duplicate_results += 1
             logger.info("duplicate result for job %s ignored", delivery.job.id)
             return False
+        self._keep(delivery.job, outcome)
         return _set_result_if_not_done(entry.future, outcome)
+
+    def _keep(self, job: Job, outcome: JobOutcome) -> None:
+        now = time.time()
+        self._results[(job.tenant, job.id)] = (outcome, now + self._settings.result_ttl_s)
+        while self._results and next(iter(self._results.values()))[1] < now:
+            self._results.popitem(last=False)
+
+    async def lookup(self, tenant: str, job_id: str) -> JobOutcome | None:
+        """A stored result, only under the tenant that submitted it."""
+        hit = self._results.get((tenant, job_id))
+        return hit[0] if hit is not None and hit[1] >= time.time() else None
 
     async def depth(self) -> int:
         return len(self._queue) + len(self._in_flight)

@@ -276,6 +276,12 @@ class RedisQueue:
                 # Several callers may wait on one job (idempotency): pass the wake-up on.
                 await self._rearm(notify_key)
 
+    async def lookup(self, tenant: str, job_id: str) -> JobOutcome | None:
+        """A stored result, only under the tenant that submitted it (keys are tenant-scoped)."""
+        with _unavailable("lookup"):
+            raw = await self._redis.get(self.keys.result(tenant, job_id))
+        return None if raw is None else JobOutcome.from_json(raw)
+
     async def _rearm(self, notify_key: str) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.lpush(notify_key, "1")

@@ -1,0 +1,130 @@
+"""Local queue vs Redis Streams queue: latency, throughput and batch sizes, in one run.
+
+The same direct-judgment workload (gsm8k questions x 4 solutions) goes through `verifier serve`
+twice: with the in-process asyncio queue, then with VERIFIER_REDIS_URL set (API and worker in
+one process, talking through Redis). Two phases per backend: one client (the queue's own
+latency shows) and 32 concurrent clients (batching shows).
+
+    python loadtests/queue_latency.py [--redis redis://127.0.0.1:6379/15] [--requests 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from judge_throughput import ROOT, Pair, load_pairs, process, wait_ok  # noqa: E402
+
+from service.config import Settings  # noqa: E402
+
+
+async def phase(url: str, pairs: list[Pair], conc: int) -> dict[str, float]:
+    latencies: list[float] = []
+    queue: asyncio.Queue[Pair] = asyncio.Queue()
+    for p in pairs:
+        queue.put_nowait(p)
+    limits = httpx.Limits(max_connections=conc * 2)
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+
+        async def worker() -> None:
+            while not queue.empty():
+                q, a = queue.get_nowait()
+                t = time.perf_counter()
+                r = await client.post("/v1/judge/outcome", json={"question": q, "response": a})
+                r.raise_for_status()
+                latencies.append(time.perf_counter() - t)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(conc)))
+        wall = time.perf_counter() - start
+    latencies.sort()
+    return {
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+        "rate": len(latencies) / wall,
+    }
+
+
+def batch_histogram(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("verifier_batch_size_bucket"):
+            le = line.split('le="')[1].split('"')[0]
+            out[le] = float(line.split()[-1])
+        elif line.startswith(("verifier_batch_size_sum", "verifier_batch_size_count")):
+            out[line.split()[0]] = float(line.split()[-1])
+    return out
+
+
+async def run_backend(
+    name: str, redis: str | None, args: Any, single: list[Pair], load: list[Pair]
+) -> dict[str, Any]:
+    env = {**os.environ, "VERIFIER_PORT": str(args.port), "VERIFIER_LOG_LEVEL": "warning"}
+    env.pop("VERIFIER_REDIS_URL", None)
+    if redis:
+        env["VERIFIER_REDIS_URL"] = redis
+        env["VERIFIER_QUEUE__KEY_PREFIX"] = f"bench{uuid.uuid4().hex[:6]}:"
+    url = f"http://127.0.0.1:{args.port}"
+    log = args.out / f"queue_{name}.log"
+    with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:
+        await wait_ok(url + "/ready", proc, log)
+        await phase(url, load[:32], 32)  # warm-up
+        one = await phase(url, single, 1)
+        many = await phase(url, load, args.concurrency)
+        async with httpx.AsyncClient() as c:
+            hist = batch_histogram((await c.get(url + "/metrics")).text)
+    return {"single": one, "concurrent": many, "batch_size": hist}
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--redis", default="redis://127.0.0.1:6379/15")
+    ap.add_argument("--requests", type=int, default=256)
+    ap.add_argument("--single", type=int, default=64)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--port", type=int, default=8751)
+    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    settings = Settings()
+    load = load_pairs(settings, args.requests // 4)
+    single = load_pairs(settings, args.single // 4, offset=500)
+    res = {
+        "local": await run_backend("local", None, args, single, load),
+        "redis": await run_backend("redis", args.redis, args, single, load),
+    }
+    print(f"\n{'backend':<8}{'clients':>8}{'p50 ms':>9}{'p99 ms':>9}{'judg/s':>9}")
+    for name, r in res.items():
+        for ph, conc in (("single", 1), ("concurrent", args.concurrency)):
+            m = r[ph]
+            print(f"{name:<8}{conc:>8}{m['p50_ms']:>9.1f}{m['p99_ms']:>9.1f}{m['rate']:>9.2f}")
+    for ph in ("single", "concurrent"):
+        d = res["redis"][ph]["p50_ms"] - res["local"][ph]["p50_ms"]
+        ratio = res["redis"][ph]["rate"] / res["local"][ph]["rate"]
+        print(
+            f"{ph}: Redis adds {d:+.2f} ms p50 (target < 2 ms); throughput redis/local = {ratio:.3f}"
+        )
+    for name, r in res.items():
+        h = r["batch_size"]
+        mean = h.get("verifier_batch_size_sum", 0) / max(1.0, h.get("verifier_batch_size_count", 0))
+        buckets = {k: v for k, v in h.items() if not k.startswith("verifier")}
+        print(f"{name} batch sizes (cumulative le buckets): {buckets}  mean {mean:.2f}")
+    (args.out / "queue_latency.json").write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,468 @@
+"""Redis-batched workers as real processes: two API processes, worker processes with real
+engines, and a private Redis server this module may restart. Auth is on.
+
+The order of the tests matters (they share the cluster and some kill workers), so they run in
+file order; each test leaves at least one live worker behind or starts a replacement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, _free_port
+
+pytestmark = pytest.mark.timeout(900)
+
+CLAIM_IDLE_MS = 3000
+MAX_DELIVERIES = 2
+QUOTA = 3000
+
+
+@dataclass
+class Proc:
+    popen: subprocess.Popen[bytes]
+    log: Path
+    port: int
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def signal(self, sig: int) -> None:
+        self.popen.send_signal(sig)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)  # engine children, if any survived
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    env: dict[str, str]
+    redis_port: int
+    redis: subprocess.Popen[bytes] | None = None
+    apis: list[Proc] = field(default_factory=list)
+    small_api: Proc | None = None
+    workers: list[Proc] = field(default_factory=list)
+    keys: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.apis[0].port}"
+
+    def start_redis(self) -> None:
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if (
+                subprocess.run(
+                    ["redis-cli", "-p", str(self.redis_port), "ping"],
+                    capture_output=True,
+                    text=True,
+                ).stdout.strip()
+                == "PONG"
+            ):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("private redis did not start")
+
+    def stop_redis(self) -> None:
+        assert self.redis is not None
+        self.redis.kill()
+        self.redis.wait()
+
+    def spawn(self, args: list[str], name: str, port: int, extra: dict[str, str]) -> Proc:
+        log = self.tmp / f"{name}.log"
+        with log.open("w") as fh:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "service.cli", *args],
+                cwd=ROOT,
+                env={**self.env, **extra},
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return Proc(popen, log, port)
+
+    def start_worker(self) -> Proc:
+        port = _free_port()
+        name = f"worker{len(self.workers)}"
+        proc = self.spawn(
+            ["worker"], name, port, {"VERIFIER_QUEUE__WORKER_METRICS_PORT": str(port)}
+        )
+        self.workers.append(proc)
+        return proc
+
+    def live_workers(self) -> list[Proc]:
+        return [w for w in self.workers if w.alive()]
+
+
+def wait_worker(proc: Proc, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"worker exited:\n{proc.log.read_text()[-3000:]}")
+        if "ready" in proc.log.read_text() and "worker worker-" in proc.log.read_text():
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"worker not ready:\n{proc.log.read_text()[-3000:]}")
+
+
+def wait_api(proc: Proc, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{proc.port}/ready", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"api not ready:\n{proc.log.read_text()[-3000:]}")
+
+
+def create_key(cluster: Cluster, tenant: str, quota: int | None = None) -> str:
+    args = [sys.executable, "-m", "service.cli", "keys", "create", "--tenant", tenant]
+    if quota is not None:
+        args += ["--quota", str(quota), "--window", "3600"]
+    out = subprocess.run(
+        args, cwd=ROOT, env=cluster.env, capture_output=True, text=True, check=True
+    )
+    key = out.stdout.strip()
+    assert key.startswith("vk_")
+    return key
+
+
+@pytest.fixture(scope="module")
+def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
+        "VERIFIER_QUEUE__KEY_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
+        "VERIFIER_QUEUE__CLAIM_IDLE_MS": str(CLAIM_IDLE_MS),
+        "VERIFIER_QUEUE__MAX_DELIVERIES": str(MAX_DELIVERIES),
+        "VERIFIER_QUEUE__FAULT_CRASH_KIND": "poison",
+        "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
+        "VERIFIER_AUTH__ENABLED": "true",
+        "VERIFIER_LIMITS__REQUEST_TIMEOUT_S": "180",
+        "VERIFIER_LOG_LEVEL": "info",
+    }
+    c = Cluster(tmp=tmp_path_factory.mktemp("cluster"), env=env, redis_port=port)
+    c.start_redis()
+    try:
+        for i in range(2):
+            p = _free_port()
+            c.apis.append(c.spawn(["serve", "--no-worker", "--port", str(p)], f"api{i}", p, {}))
+        p = _free_port()
+        c.small_api = c.spawn(
+            ["serve", "--no-worker", "--port", str(p)],
+            "api_small",
+            p,
+            {"VERIFIER_QUEUE__MAX_QUEUE_DEPTH": "2"},
+        )
+        workers = [c.start_worker(), c.start_worker()]
+        for api in [*c.apis, c.small_api]:
+            wait_api(api)
+        for w in workers:
+            wait_worker(w)
+        c.keys = {t: create_key(c, t) for t in ("alpha", "beta")}
+        c.keys["quota"] = create_key(c, "quota", QUOTA)
+        yield c
+    finally:
+        for proc in [*c.workers, *c.apis, *([c.small_api] if c.small_api else [])]:
+            proc.stop()
+        if c.redis is not None and c.redis.poll() is None:
+            c.stop_redis()
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def judge(url: str, key: str, i: int, **extra: Any) -> httpx.Response:
+    body = {"question": f"Item {i}: what is {i} + 1?", "response": f"{i} + 1 = {i + 1}."}
+    return httpx.post(
+        url + "/v1/judge/outcome", json=body, headers={**auth(key), **extra}, timeout=300
+    )
+
+
+def metric(port: int, name: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            head = line.split(" ")[0]
+            if head == name or head.startswith(name + "{"):
+                total += float(line.split()[-1])
+    return total
+
+
+def fire(
+    url: str, key: str, n: int, concurrency: int = 32, offset: int = 0
+) -> list[httpx.Response]:
+    with ThreadPoolExecutor(concurrency) as pool:
+        return list(pool.map(lambda i: judge(url, key, offset + i), range(n)))
+
+
+# --- auth ------------------------------------------------------------------------------------
+
+
+def test_every_route_but_health_needs_a_key(cluster: Cluster) -> None:
+    from service.app import create_app
+    from service.config import Settings
+
+    app = create_app(Settings(redis_url="redis://127.0.0.1:1/0", auth={"enabled": True}))
+    checked = 0
+    for route in app.routes:
+        path = getattr(route, "path", "")
+        for method in sorted(getattr(route, "methods", None) or {"GET"}):
+            if method == "HEAD":
+                continue
+            url = cluster.url + path.replace("{job_id}", "x").replace("{path}", "x")
+            for headers in ({}, auth("vk_wrong"), {"Authorization": "Basic abc"}):
+                r = httpx.request(method, url, json={}, headers=headers, timeout=10)
+                if path in ("/health", "/ready"):
+                    assert r.status_code == 200, (method, path)
+                else:
+                    assert r.status_code == 401, (method, path, r.text)
+                    assert r.json()["error"]["type"] == "unauthorized"
+            checked += 1
+    assert checked >= 10
+
+
+def test_tenants_cannot_read_each_others_results(cluster: Cluster) -> None:
+    r = judge(cluster.url, cluster.keys["alpha"], 1)
+    assert r.status_code == 200, r.text
+    job_id = r.headers["X-Job-Id"]
+    own = httpx.get(f"{cluster.url}/v1/results/{job_id}", headers=auth(cluster.keys["alpha"]))
+    assert own.status_code == 200
+    assert own.json()["score"] == r.json()["score"]
+    other = httpx.get(f"{cluster.url}/v1/results/{job_id}", headers=auth(cluster.keys["beta"]))
+    assert other.status_code == 404
+    assert other.json()["error"]["type"] == "not_found"
+
+
+def test_idempotency_key_returns_the_stored_result(cluster: Cluster) -> None:
+    key = cluster.keys["alpha"]
+    idem = {"Idempotency-Key": uuid.uuid4().hex}
+    first = judge(cluster.url, key, 7, **idem)
+    second = judge(f"http://127.0.0.1:{cluster.apis[1].port}", key, 7, **idem)
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json()
+    assert first.headers["X-Job-Id"] != ""
+
+
+# --- backpressure, quotas, metrics -------------------------------------------------------------
+
+
+def test_queue_full_gives_429_with_retry_after(cluster: Cluster) -> None:
+    assert cluster.small_api is not None
+    url = f"http://127.0.0.1:{cluster.small_api.port}"
+    responses = fire(url, cluster.keys["alpha"], 40, concurrency=40, offset=1000)
+    codes = [r.status_code for r in responses]
+    assert 429 in codes
+    assert set(codes) <= {200, 429}
+    refused = next(r for r in responses if r.status_code == 429)
+    assert refused.json()["error"]["type"] == "overloaded"
+    assert int(refused.headers["Retry-After"]) >= 1
+
+
+def test_quota_holds_across_two_api_processes(cluster: Cluster) -> None:
+    key = cluster.keys["quota"]
+    urls = [f"http://127.0.0.1:{a.port}" for a in cluster.apis]
+    with ThreadPoolExecutor(64) as pool:
+        responses = list(pool.map(lambda i: judge(urls[i % 2], key, 2000 + i), range(200)))
+    ok = [r for r in responses if r.status_code == 200]
+    refused = [r for r in responses if r.status_code == 429]
+    assert ok
+    assert refused
+    assert len(ok) + len(refused) == 200
+    assert all(r.json()["error"]["type"] == "quota_exhausted" for r in refused)
+    spent = sum(r.json()["usage"]["total_tokens"] for r in ok)
+    biggest = max(r.json()["usage"]["total_tokens"] for r in ok)
+    assert spent / QUOTA <= 1 + biggest / QUOTA
+
+
+def test_token_metrics_equal_usage(cluster: Cluster) -> None:
+    port = cluster.apis[0].port
+    before = {k: metric_kind(port, k) for k in ("prompt", "generated", "cached")}
+    responses = fire(cluster.url, cluster.keys["beta"], 10, offset=3000)
+    assert all(r.status_code == 200 for r in responses)
+    for kind, field_name in (
+        ("prompt", "prompt_tokens"),
+        ("generated", "generated_tokens"),
+        ("cached", "cached_tokens"),
+    ):
+        spent = sum(r.json()["usage"][field_name] for r in responses)
+        assert metric_kind(port, kind) - before[kind] == spent, kind
+
+
+def metric_kind(port: int, kind: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    for line in text.splitlines():
+        if (
+            line.startswith('verifier_eval_tokens_total{endpoint="/v1/judge/outcome"')
+            and f'kind="{kind}"' in line
+        ):
+            return float(line.split()[-1])
+    return 0.0
+
+
+# --- failures ----------------------------------------------------------------------------------
+
+
+def test_kill_9_mid_batch_loses_nothing(cluster: Cluster) -> None:
+    victim, survivor = cluster.live_workers()[:2]
+    key = cluster.keys["alpha"]
+    with ThreadPoolExecutor(32) as pool:
+        futures = [pool.submit(judge, cluster.url, key, 5000 + i) for i in range(300)]
+        while sum(f.done() for f in futures) < 40:
+            time.sleep(0.05)
+        victim.signal(signal.SIGKILL)
+        responses = [f.result() for f in futures]
+    replacement = cluster.start_worker()
+    assert [r.status_code for r in responses] == [200] * 300
+    ids = [r.headers["X-Job-Id"] for r in responses]
+    assert len(set(ids)) == 300
+    # Each answer belongs to its own request.
+    for i, r in enumerate(responses):
+        assert r.json()["usage"]["prompt_tokens"] > 0, i
+    assert metric(survivor.port, "verifier_jobs_redelivered_total") >= 1
+    assert metric(survivor.port, "verifier_batch_size_sum") > metric(
+        survivor.port, "verifier_batch_size_count"
+    )
+    wait_worker(replacement)
+
+
+def test_stopped_worker_jobs_answered_exactly_once(cluster: Cluster) -> None:
+    frozen, other = cluster.live_workers()[:2]
+    before_dup = metric(frozen.port, "verifier_jobs_duplicate_results_total")
+    before_redelivered = metric(other.port, "verifier_jobs_redelivered_total")
+    key = cluster.keys["alpha"]
+    with ThreadPoolExecutor(32) as pool:
+        futures = [pool.submit(judge, cluster.url, key, 7000 + i) for i in range(64)]
+        time.sleep(1.0)
+        frozen.signal(signal.SIGSTOP)
+        time.sleep(CLAIM_IDLE_MS / 1000 * 2.5)
+        frozen.signal(signal.SIGCONT)
+        responses = [f.result() for f in futures]
+    assert [r.status_code for r in responses] == [200] * 64
+    assert len({r.headers["X-Job-Id"] for r in responses}) == 64
+    assert metric(other.port, "verifier_jobs_redelivered_total") > before_redelivered
+    # The resumed worker finished its stolen batch; its late writes were dropped, not sent.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if metric(frozen.port, "verifier_jobs_duplicate_results_total") > before_dup:
+            break
+        time.sleep(0.5)
+    assert metric(frozen.port, "verifier_jobs_duplicate_results_total") > before_dup
+
+
+def test_redis_restart(cluster: Cluster) -> None:
+    key = cluster.keys["alpha"]
+    cluster.stop_redis()
+    try:
+        start = time.monotonic()
+        r = judge(cluster.url, key, 1)
+        assert time.monotonic() - start < 5
+        assert r.status_code == 503
+        assert r.json()["error"]["type"] == "queue_unavailable"
+    finally:
+        cluster.start_redis()
+    # Nothing is persisted: keys are gone with the restart, so issue them again.
+    cluster.keys = {t: create_key(cluster, t) for t in ("alpha", "beta")}
+    deadline = time.monotonic() + 60
+    while True:
+        r = judge(cluster.url, cluster.keys["alpha"], 2)
+        if r.status_code == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert r.status_code == 200, r.text
+
+
+def test_sigterm_drains_under_load(cluster: Cluster) -> None:
+    target = cluster.live_workers()[0]
+    key = cluster.keys["alpha"]
+    with ThreadPoolExecutor(32) as pool:
+        futures = [pool.submit(judge, cluster.url, key, 9000 + i) for i in range(64)]
+        while sum(f.done() for f in futures) < 8:
+            time.sleep(0.05)
+        target.signal(signal.SIGTERM)
+        responses = [f.result() for f in futures]
+    assert [r.status_code for r in responses] == [200] * 64
+    assert target.popen.wait(timeout=120) == 0
+
+
+def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
+    import asyncio
+
+    from service.config import QueueSettings
+    from service.errors import JobFailed
+    from service.queue.base import Job, new_job_id
+    from service.queue.redis_streams import RedisQueue
+
+    settings = QueueSettings(
+        key_prefix=cluster.env["VERIFIER_QUEUE__KEY_PREFIX"],
+        claim_idle_ms=CLAIM_IDLE_MS,
+        max_deliveries=MAX_DELIVERIES,
+    )
+    url = cluster.env["VERIFIER_REDIS_URL"]
+
+    async def submit() -> None:
+        queue = RedisQueue(url, settings, "test-submitter")
+        try:
+            job = Job(id=new_job_id(), kind="poison", payload={}, deadline=time.time() + 600)
+            outcome = await queue.submit(job)
+            with pytest.raises(JobFailed):
+                outcome.raise_for_error()
+        finally:
+            await queue.close()
+
+    async def keep_a_worker_alive() -> None:
+        crashes = 0
+        while crashes <= MAX_DELIVERIES:
+            live = cluster.live_workers()
+            if not live:
+                crashes += 1
+                await asyncio.to_thread(wait_worker, cluster.start_worker())
+            await asyncio.sleep(0.5)
+
+    async def main() -> None:
+        watcher = asyncio.ensure_future(keep_a_worker_alive())
+        try:
+            await asyncio.wait_for(submit(), 600)
+        finally:
+            watcher.cancel()
+
+    asyncio.run(main())
+    dead = subprocess.run(
+        ["redis-cli", "-p", str(cluster.redis_port), "XLEN", settings.key_prefix + "dead"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert int(dead) == 1
