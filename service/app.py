@@ -86,12 +86,8 @@ async def start_services(settings: Settings) -> Services:
 def make_worker(
     settings: Settings, queue: JobQueue, services: Services, metrics: Metrics
 ) -> Worker:
-    def on_batch(size: int, tokens: int) -> None:
-        metrics.record_batch(size, tokens)
-        metrics.sync_queue_counters(queue)
-
     runner = JobRunner(services, metrics, settings.queue.fault_crash_kind)
-    return Worker(queue, runner, settings.queue, on_batch=on_batch)
+    return Worker(queue, runner, settings.queue, on_batch=metrics.record_batch)
 
 
 async def _bring_up(state: AppState, run_worker: bool) -> None:
@@ -116,6 +112,7 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: AppState = app.state.svc
     state.queue = make_queue(state.settings, "api")
+    state.metrics.watch_queue(state.queue)
     state.redis = make_redis(state.settings)
     bring_up = asyncio.create_task(_bring_up(state, app.state.run_worker))
     try:
@@ -205,6 +202,7 @@ async def run_worker_process(settings: Settings) -> None:
     if settings.queue.worker_metrics_port:
         start_http_server(settings.queue.worker_metrics_port, registry=metrics.registry)
     queue = make_queue(settings, "worker")
+    metrics.watch_queue(queue)
     services = await start_services(settings)
     worker = make_worker(settings, queue, services, metrics)
     loop = asyncio.get_running_loop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Protocol
 
 from prometheus_client import (
@@ -12,6 +13,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 
 class UsageLike(Protocol):
@@ -87,24 +90,8 @@ class Metrics:
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
-        self.queue_events = {
-            name: Counter(f"verifier_jobs_{name}", f"Jobs {name.replace('_', ' ')}", registry=r)
-            for name in QUEUE_COUNTERS
-        }
-        self._queue_seen: dict[str, int] = dict.fromkeys(QUEUE_COUNTERS, 0)
-
-    def record_batch(self, size: int, tokens: int) -> None:
-        self.batch_size.observe(size)
-        self.batch_tokens.observe(tokens)
-
-    def sync_queue_counters(self, queue: object) -> None:
-        """Carry a queue's plain int counters into Prometheus counters (by delta)."""
-        for name in QUEUE_COUNTERS:
-            now = int(getattr(queue, name, 0))
-            delta = now - self._queue_seen[name]
-            if delta > 0:
-                self.queue_events[name].inc(delta)
-            self._queue_seen[name] = max(now, self._queue_seen[name])
+        self._queues: list[object] = []
+        self.registry.register(_QueueCounters(self._queues))
 
     def record_usage(self, endpoint: str, model: str, usage: UsageLike) -> None:
         self.eval_tokens.labels(endpoint, model, "prompt").inc(usage.prompt_tokens)
@@ -113,6 +100,28 @@ class Metrics:
         self.request_eval_tokens.labels(endpoint).observe(usage.total_tokens)
         self.engine_calls.labels(endpoint).inc(usage.engine_calls)
 
+    def record_batch(self, size: int, tokens: int) -> None:
+        self.batch_size.observe(size)
+        self.batch_tokens.observe(tokens)
+
+    def watch_queue(self, queue: object) -> None:
+        """Export a queue's plain int counters (read at scrape time, so never stale)."""
+        self._queues.append(queue)
+
     def render(self) -> bytes:
         """Our metrics, then the process-wide registry (vLLM's engine metrics live there)."""
         return generate_latest(self.registry) + generate_latest(REGISTRY)
+
+
+class _QueueCounters(Collector):
+    """verifier_jobs_{redelivered,dead,dropped_expired,duplicate_results}_total."""
+
+    def __init__(self, queues: list[object]) -> None:
+        self._queues = queues
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        for name in QUEUE_COUNTERS:
+            total = sum(int(getattr(q, name, 0)) for q in self._queues)
+            yield CounterMetricFamily(
+                f"verifier_jobs_{name}", f"Jobs {name.replace('_', ' ')}", value=total
+            )

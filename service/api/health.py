@@ -43,7 +43,6 @@ async def metrics(state: StateDep) -> Response:
     if state.queue is not None:
         with contextlib.suppress(ServiceError):
             state.metrics.queue_depth.set(await state.queue.depth())
-        state.metrics.sync_queue_counters(state.queue)
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 

@@ -8,6 +8,7 @@ file order; each test leaves at least one live worker behind or starts a replace
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -222,6 +223,27 @@ def metric(port: int, name: str) -> float:
     return total
 
 
+def busy_worker(cluster: Cluster, timeout: float = 60) -> Proc:
+    """A live worker that holds pending jobs right now (found through XPENDING)."""
+    stream = cluster.env["VERIFIER_QUEUE__KEY_PREFIX"] + "jobs"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            ["redis-cli", "-p", str(cluster.redis_port), "--json", "XPENDING", stream, "workers"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        summary = json.loads(out) if out.startswith("[") else []
+        consumers = summary[3] if len(summary) > 3 and summary[3] else []
+        for consumer, count in consumers:
+            pid = int(str(consumer).rsplit("-", 1)[-1])
+            for w in cluster.live_workers():
+                if w.popen.pid == pid and int(count) > 0:
+                    return w
+        time.sleep(0.02)
+    raise RuntimeError("no worker held pending jobs")
+
+
 def fire(
     url: str, key: str, n: int, concurrency: int = 32, offset: int = 0
 ) -> list[httpx.Response]:
@@ -310,7 +332,8 @@ def test_quota_holds_across_two_api_processes(cluster: Cluster) -> None:
 
 def test_token_metrics_equal_usage(cluster: Cluster) -> None:
     port = cluster.apis[0].port
-    before = {k: metric_kind(port, k) for k in ("prompt", "generated", "cached")}
+    key = cluster.keys["beta"]
+    before = {k: metric_kind(port, key, k) for k in ("prompt", "generated", "cached")}
     responses = fire(cluster.url, cluster.keys["beta"], 10, offset=3000)
     assert all(r.status_code == 200 for r in responses)
     for kind, field_name in (
@@ -319,11 +342,13 @@ def test_token_metrics_equal_usage(cluster: Cluster) -> None:
         ("cached", "cached_tokens"),
     ):
         spent = sum(r.json()["usage"][field_name] for r in responses)
-        assert metric_kind(port, kind) - before[kind] == spent, kind
+        assert metric_kind(port, key, kind) - before[kind] == spent, kind
 
 
-def metric_kind(port: int, kind: str) -> float:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+def metric_kind(port: int, key: str, kind: str) -> float:
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=auth(key), timeout=10)
+    assert r.status_code == 200, r.text
+    text = r.text
     for line in text.splitlines():
         if (
             line.startswith('verifier_eval_tokens_total{endpoint="/v1/judge/outcome"')
@@ -337,13 +362,14 @@ def metric_kind(port: int, kind: str) -> float:
 
 
 def test_kill_9_mid_batch_loses_nothing(cluster: Cluster) -> None:
-    victim, survivor = cluster.live_workers()[:2]
     key = cluster.keys["alpha"]
     with ThreadPoolExecutor(32) as pool:
         futures = [pool.submit(judge, cluster.url, key, 5000 + i) for i in range(300)]
         while sum(f.done() for f in futures) < 40:
             time.sleep(0.05)
+        victim = busy_worker(cluster)
         victim.signal(signal.SIGKILL)
+        survivor = next(w for w in cluster.live_workers() if w is not victim)
         responses = [f.result() for f in futures]
     replacement = cluster.start_worker()
     assert [r.status_code for r in responses] == [200] * 300
@@ -360,27 +386,29 @@ def test_kill_9_mid_batch_loses_nothing(cluster: Cluster) -> None:
 
 
 def test_stopped_worker_jobs_answered_exactly_once(cluster: Cluster) -> None:
-    frozen, other = cluster.live_workers()[:2]
-    before_dup = metric(frozen.port, "verifier_jobs_duplicate_results_total")
-    before_redelivered = metric(other.port, "verifier_jobs_redelivered_total")
+    workers = cluster.live_workers()
+    before_dup = {w.port: metric(w.port, "verifier_jobs_duplicate_results_total") for w in workers}
+    before_red = {w.port: metric(w.port, "verifier_jobs_redelivered_total") for w in workers}
     key = cluster.keys["alpha"]
     with ThreadPoolExecutor(32) as pool:
         futures = [pool.submit(judge, cluster.url, key, 7000 + i) for i in range(64)]
-        time.sleep(1.0)
+        frozen = busy_worker(cluster)
         frozen.signal(signal.SIGSTOP)
+        other = next(w for w in workers if w is not frozen)
+        before_dup_frozen = before_dup[frozen.port]
         time.sleep(CLAIM_IDLE_MS / 1000 * 2.5)
         frozen.signal(signal.SIGCONT)
         responses = [f.result() for f in futures]
     assert [r.status_code for r in responses] == [200] * 64
     assert len({r.headers["X-Job-Id"] for r in responses}) == 64
-    assert metric(other.port, "verifier_jobs_redelivered_total") > before_redelivered
+    assert metric(other.port, "verifier_jobs_redelivered_total") > before_red[other.port]
     # The resumed worker finished its stolen batch; its late writes were dropped, not sent.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if metric(frozen.port, "verifier_jobs_duplicate_results_total") > before_dup:
+        if metric(frozen.port, "verifier_jobs_duplicate_results_total") > before_dup_frozen:
             break
         time.sleep(0.5)
-    assert metric(frozen.port, "verifier_jobs_duplicate_results_total") > before_dup
+    assert metric(frozen.port, "verifier_jobs_duplicate_results_total") > before_dup_frozen
 
 
 def test_redis_restart(cluster: Cluster) -> None:
