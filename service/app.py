@@ -58,7 +58,7 @@ def make_redis(settings: Settings) -> Any:
     """Client for keys and quotas (the queue keeps its own connections)."""
     if not settings.redis_url:
         return None
-    from service.auth import connect
+    from service.redis_client import connect
 
     return connect(settings.redis_url, settings.queue.redis_timeout_s)
 

@@ -31,19 +31,17 @@ import math
 import re
 import secrets
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 from redis import exceptions as rex
 from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.typing import EncodableT, FieldT
 
-from service.errors import InvalidRequest, QueueUnavailable, ServiceError
+from service.errors import InvalidRequest, ServiceError
+from service.redis_client import connect, unavailable
 
 __all__ = [
     "KEY_PREFIX",
@@ -255,32 +253,6 @@ def _check_key_args(tenant: str, name: str, quota_tokens: int | None, window_s: 
 # -- Redis ------------------------------------------------------------------------------
 
 
-def connect(url: str, timeout_s: float = 2.0) -> Redis:
-    """A client for this module: fails within about ``timeout_s`` when Redis is down."""
-    return Redis.from_url(
-        url,
-        decode_responses=True,
-        protocol=2,
-        socket_connect_timeout=timeout_s,
-        socket_timeout=timeout_s,
-        # One immediate retry heals a dropped pooled socket; timeouts are not retried, so
-        # a dead server costs one timeout before QueueUnavailable.
-        retry=Retry(NoBackoff(), 1, supported_errors=(rex.ConnectionError,)),
-    )
-
-
-@contextmanager
-def _unavailable(operation: str) -> Iterator[None]:
-    """Redis connectivity errors -> ``QueueUnavailable`` (503)."""
-    try:
-        yield
-    except (rex.ConnectionError, rex.TimeoutError) as exc:
-        raise QueueUnavailable(
-            f"Redis is unreachable ({operation}: {exc}); check that Redis runs and that "
-            "VERIFIER_REDIS_URL points to it"
-        ) from exc
-
-
 async def create_key(
     redis: Redis,
     prefix: str,
@@ -308,7 +280,7 @@ async def create_key(
         "window_s": str(window_s),
         "created": str(record.created),
     }
-    with _unavailable("create_key"):
+    with unavailable("create_key"):
         async with redis.pipeline(transaction=True) as pipe:
             pipe.hset(_apikey_key(prefix, digest), mapping=fields)
             pipe.sadd(_apikeys_set(prefix), digest)
@@ -337,7 +309,7 @@ async def revoke_key(redis: Redis, prefix: str, key_or_id: str) -> bool:
     An id that matches several keys is refused (``InvalidRequest``): revoke by the full
     key or a longer id instead.
     """
-    with _unavailable("revoke_key"):
+    with unavailable("revoke_key"):
         digests = await _digests_for(redis, prefix, key_or_id)
         if len(digests) > 1:
             ids = ", ".join(d[: len(key_or_id) + 4] for d in digests)
@@ -356,7 +328,7 @@ async def revoke_key(redis: Redis, prefix: str, key_or_id: str) -> bool:
 
 async def list_keys(redis: Redis, prefix: str) -> list[KeyRecord]:
     """Every key's record, oldest first (the keys themselves are not stored)."""
-    with _unavailable("list_keys"):
+    with unavailable("list_keys"):
         digests = sorted(_text(d) for d in await redis.smembers(_apikeys_set(prefix)))
         async with redis.pipeline(transaction=False) as pipe:
             for digest in digests:
@@ -385,7 +357,7 @@ async def authenticate(redis: Redis, prefix: str, authorization_header: str | No
     """
     key = parse_bearer(authorization_header)
     digest = key_digest(key)
-    with _unavailable("authenticate"):
+    with unavailable("authenticate"):
         fields = _decoded(await redis.hgetall(_apikey_key(prefix, digest)))
     # Constant-time: the lookup already matched on the digest, but comparing the stored
     # one too rejects a record filed under the wrong name without a timing side channel.
@@ -431,7 +403,7 @@ async def reserve(
     now = time.time() if now is None else now
     key = quota_key(prefix, record.tenant, window_index(now, record.window_s))
     ttl = record.window_s + QUOTA_TTL_GRACE_S
-    with _unavailable("reserve"):
+    with unavailable("reserve"):
         script = redis.register_script(_RESERVE_LUA)
         granted, used = await script(keys=[key], args=[estimate, quota, ttl])
     if not granted:

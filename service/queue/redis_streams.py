@@ -34,19 +34,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from redis import exceptions as rex
-from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from service.config import QueueSettings
-from service.errors import DeadlineExceeded, JobFailed, Overloaded, QueueUnavailable, ServiceError
+from service.errors import DeadlineExceeded, JobFailed, Overloaded, ServiceError
 from service.queue.base import BatchBudget, Delivery, Job, JobOutcome, check_pull_args
 from service.queue.keys import DEAD_MAXLEN, GROUP, JOB_FIELD, Keys
+from service.redis_client import connect, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -110,33 +107,6 @@ return 1
 _Candidate = tuple[str, Job]  # (stream entry id, job)
 
 
-@contextmanager
-def _unavailable(operation: str) -> Iterator[None]:
-    """Turn Redis connectivity errors into ``QueueUnavailable`` (503)."""
-    try:
-        yield
-    except (rex.ConnectionError, rex.TimeoutError) as exc:
-        raise QueueUnavailable(
-            f"Redis is unreachable ({operation}: {exc}); check that Redis runs and that "
-            "VERIFIER_REDIS_URL points to it"
-        ) from exc
-
-
-def _connect(url: str, connect_timeout_s: float, read_timeout_s: float) -> Redis:
-    return Redis.from_url(
-        url,
-        decode_responses=True,
-        # RESP2: redis-py's stream replies keep one stable shape ([[stream, entries]]).
-        protocol=2,
-        socket_connect_timeout=connect_timeout_s,
-        socket_timeout=read_timeout_s,
-        # One immediate retry on a dropped connection (server restart, CLIENT KILL) so
-        # pooled sockets heal silently; timeouts are not retried, so a dead server costs
-        # at most one timeout before QueueUnavailable.
-        retry=Retry(NoBackoff(), 1, supported_errors=(rex.ConnectionError,)),
-    )
-
-
 def _group_missing(exc: rex.ResponseError) -> bool:
     """The stream or its consumer group does not exist (first use, or Redis lost its data)."""
     message = str(exc)
@@ -179,9 +149,9 @@ class RedisQueue:
         self._settings = settings
         self._consumer = consumer
         timeout = settings.redis_timeout_s
-        self._redis = _connect(url, timeout, timeout)
+        self._redis = connect(url, timeout)
         # Blocking calls wait up to SLICE_S server-side; their socket must wait longer.
-        self._blocking = _connect(url, timeout, timeout + SLICE_S)
+        self._blocking = connect(url, timeout, timeout + SLICE_S)
         self._submit_lua = self._redis.register_script(_SUBMIT_LUA)
         self._complete_lua = self._redis.register_script(_COMPLETE_LUA)
         self._renew_lua = self._redis.register_script(_RENEW_LUA)
@@ -207,7 +177,7 @@ class RedisQueue:
         if job.expired():
             raise DeadlineExceeded(f"job {job.id} was submitted after its deadline")
         idem = None if idempotency_key is None else self.keys.idem(job.tenant, idempotency_key)
-        with _unavailable("submit"):
+        with unavailable("submit"):
             if idem is not None:
                 owner = await self._redis.get(idem)
                 if owner is not None:
@@ -278,7 +248,7 @@ class RedisQueue:
 
     async def lookup(self, tenant: str, job_id: str) -> JobOutcome | None:
         """A stored result, only under the tenant that submitted it (keys are tenant-scoped)."""
-        with _unavailable("lookup"):
+        with unavailable("lookup"):
             raw = await self._redis.get(self.keys.result(tenant, job_id))
         return None if raw is None else JobOutcome.from_json(raw)
 
@@ -303,7 +273,7 @@ class RedisQueue:
 
     async def pull(self, max_jobs: int, max_tokens: int, block_ms: int) -> list[Delivery]:
         check_pull_args(max_jobs, max_tokens, block_ms)
-        with _unavailable("pull"):
+        with unavailable("pull"):
             try:
                 return await self._pull(max_jobs, max_tokens, block_ms)
             except rex.ResponseError as exc:
@@ -453,7 +423,7 @@ class RedisQueue:
         self.dead += 1
 
     async def complete(self, delivery: Delivery, outcome: JobOutcome) -> bool:
-        with _unavailable("complete"):
+        with unavailable("complete"):
             won = await self._finish(delivery, outcome, dead=False)
         if not won:
             self.duplicate_results += 1
@@ -486,7 +456,7 @@ class RedisQueue:
         ids = [d.handle for d in deliveries] + [entry_id for entry_id, _ in self._held]
         if not ids:
             return
-        with _unavailable("renew"):
+        with unavailable("renew"):
             renewed = await self._renew_lua(
                 keys=[self.keys.stream], args=[GROUP, self._consumer, *ids]
             )
@@ -499,7 +469,7 @@ class RedisQueue:
 
     async def depth(self) -> int:
         """Jobs accepted but not completed: pending + lag of the group (XLEN as fallback)."""
-        with _unavailable("depth"):
+        with unavailable("depth"):
             return await self._depth()
 
     async def _depth(self) -> int:
@@ -519,7 +489,7 @@ class RedisQueue:
 
     async def trim(self) -> int:
         """Remove acked entries from the stream; returns how many were removed."""
-        with _unavailable("trim"):
+        with unavailable("trim"):
             return await self._trim()
 
     async def _trim(self) -> int:

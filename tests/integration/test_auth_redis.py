@@ -19,7 +19,6 @@ from service.auth import (
     Reservation,
     Unauthorized,
     authenticate,
-    connect,
     create_key,
     key_digest,
     list_keys,
@@ -30,6 +29,7 @@ from service.auth import (
     window_index,
 )
 from service.errors import InvalidRequest, QueueUnavailable
+from service.redis_client import connect
 
 pytestmark = pytest.mark.timeout(60)
 
