@@ -72,6 +72,12 @@ def direct_ids(tokenizer: Any, pair: Pair) -> list[int]:
     return prompts.direct_prompt_ids(prompts.outcome_prompt(tokenizer, pair[0], pair[1], False))
 
 
+def pretokenize(tokenizer: Any, pairs: list[Pair]) -> dict[Pair, list[int]]:
+    """Raw modes get their prompt ids ready before the clock starts (the service tokenizes
+    inside the measured run, so this favours the baselines)."""
+    return {p: direct_ids(tokenizer, p) for p in pairs}
+
+
 async def run_raw(
     settings: Settings, model: str, work: list[Pair], warm: list[Pair], conc: int
 ) -> float:
@@ -104,12 +110,11 @@ async def run_raw(
         output_kind=RequestOutputKind.FINAL_ONLY,
     )
     counter = iter(range(10**9))
+    ids = pretokenize(tok, work + warm)
 
     async def one(pair: Pair) -> float:
         out = None
-        gen = llm.generate(
-            TokensPrompt(prompt_token_ids=direct_ids(tok, pair)), params, f"r{next(counter)}"
-        )
+        gen = llm.generate(TokensPrompt(prompt_token_ids=ids[pair]), params, f"r{next(counter)}")
         async for item in gen:
             out = item
         assert out is not None
@@ -167,6 +172,7 @@ async def run_vllm_server(
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model)
+    ids = pretokenize(tok, work + warm)
     labels = [
         tok.encode("1", add_special_tokens=False)[0],
         tok.encode("0", add_special_tokens=False)[0],
@@ -191,7 +197,7 @@ async def run_vllm_server(
             async def one(pair: Pair) -> float:
                 body = {
                     "model": "judge",
-                    "prompt": direct_ids(tok, pair),
+                    "prompt": ids[pair],
                     "max_tokens": 1,
                     "temperature": 0,
                     "logprobs": 2,

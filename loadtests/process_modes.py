@@ -11,6 +11,8 @@ Modes, each through a fresh `verifier serve` (cold cache):
 what a single judgment of the whole solution would prefill.
 
     python loadtests/process_modes.py [--limit 400] [--concurrency 16]
+
+--limit N takes every (400 // N)-th item, so a subset keeps both classes.
 """
 
 from __future__ import annotations
@@ -78,8 +80,17 @@ async def run_mode(
         "engine_calls": sum(r["usage"]["engine_calls"] for r in results),
         "exact_fallbacks": fallbacks,
         "slots": slots,
+        "step_logits": [r["step_logits"] for r in results],
         **{k: metric[k] for k in ("acc_err", "acc_corr", "f1")},  # type: ignore[literal-required]
     }
+
+
+def pearson(a: list[float], b: list[float]) -> float:
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b, strict=True))
+    va = sum((x - ma) ** 2 for x in a) ** 0.5
+    vb = sum((y - mb) ** 2 for y in b) ** 0.5
+    return cov / (va * vb) if va and vb else float("nan")
 
 
 def full_pass_tokens(items: list[Any], model: str) -> int:
@@ -105,7 +116,9 @@ async def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     settings = Settings()
     model = resolve_model(settings)
-    items = load_processbench(settings.data_dir / "processbench" / "gsm8k.json", args.limit)
+    every = load_processbench(settings.data_dir / "processbench" / "gsm8k.json", None)
+    # The file lists the 207 erroneous items first: take an even stride so both classes show.
+    items = every[:: max(1, len(every) // args.limit)][: args.limit]
     full = full_pass_tokens(items, model)
     rows = [
         await run_mode(items, "direct", False, args.concurrency, args.port, args.out),
@@ -123,6 +136,11 @@ async def main() -> None:
             f"{r['computed_tokens'] / full:>10.2f}{r['f1']:>7.1f}"
         )
     print(f"one full-solution pass per item: {full} prompt tokens")
+    multi = [x for item in rows[1]["step_logits"] for x in item]
+    single = [x for item in rows[2]["step_logits"] for x in item]
+    print(
+        f"Pearson r of step logits, single_pass vs multi-step direct: {pearson(multi, single):.3f}"
+    )
     speed = rows[1]["wall_s"] / rows[2]["wall_s"]
     speed_nc = rows[0]["wall_s"] / rows[2]["wall_s"]
     print(

@@ -105,6 +105,7 @@ return 1
 """
 
 _Candidate = tuple[str, Job]  # (stream entry id, job)
+HOUSEKEEPING_S = 1.0  # at most this often: trim the stream; look for idle jobs to reclaim
 
 
 def _group_missing(exc: rex.ResponseError) -> bool:
@@ -162,6 +163,8 @@ class RedisQueue:
         self._held: list[_Candidate] = []
         self._claim_cursor = "0-0"
         self._acks_since_trim = 0
+        self._next_trim = 0.0
+        self._next_claim = 0.0
         self.dropped_expired = 0
         self.redelivered = 0
         self.dead = 0
@@ -286,18 +289,27 @@ class RedisQueue:
 
     async def _pull(self, max_jobs: int, max_tokens: int, block_ms: int) -> list[Delivery]:
         await self._ensure_group()
-        if self._acks_since_trim:
+        now = time.monotonic()
+        # Housekeeping runs on a clock, not on every pull: each costs round trips that would
+        # otherwise sit on the latency of every batch.
+        if self._acks_since_trim and now >= self._next_trim:
+            self._next_trim = now + HOUSEKEEPING_S
             await self._trim()
         budget = BatchBudget(max_jobs, max_tokens)
         seen: set[str] = set()
         held, self._held = self._held, []
         await self._offer(budget, held, seen)
-        if not budget.full:
+        if not budget.full and now >= self._next_claim:
+            self._next_claim = now + min(HOUSEKEEPING_S, self._settings.claim_idle_ms / 4000)
             await self._offer(budget, await self._autoclaim(budget.room), seen)
         if not budget.deliveries:
             await self._read(budget, block_ms, seen, first_only=True)
         if budget.deliveries and not budget.full:
-            await self._read(budget, self._settings.batch_wait_ms, seen, first_only=False)
+            # Wait out the batch window locally, then read without blocking: Redis expires
+            # blocked commands on its cron tick (hz=10), so BLOCK 5 would last ~100 ms.
+            if self._settings.batch_wait_ms:
+                await asyncio.sleep(self._settings.batch_wait_ms / 1000)
+            await self._read(budget, 0, seen, first_only=False)
         return budget.deliveries
 
     async def _read(

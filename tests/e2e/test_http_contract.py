@@ -123,3 +123,32 @@ def test_unknown_route_uses_error_shape(server: Any) -> None:
 def test_server_still_healthy_after_bad_inputs(server: Any) -> None:
     r = post(server.url, "/v1/judge/outcome", json=GOOD)
     assert r.status_code == 200
+
+
+def test_budget_refuses_with_the_estimate(server: Any) -> None:
+    r = post(server.url, "/v1/judge/outcome", json={**GOOD, "max_eval_tokens": 10})
+    assert r.status_code == 422
+    err = r.json()["error"]
+    assert err["type"] == "budget_too_small"
+    assert "estimate" in err["message"]
+
+
+def test_budget_degrades_reasoning_to_direct(server: Any) -> None:
+    body = {
+        **GOOD,
+        "mode": "reasoning",
+        "reasoning_tokens": 512,
+        "samples": 4,
+        "budget_policy": "degrade",
+    }
+    fits_direct = post(server.url, "/v1/judge/outcome", json={**body, "max_eval_tokens": 400})
+    assert fits_direct.status_code == 200, fits_direct.text
+    b = fits_direct.json()
+    assert b["mode"] == "direct"
+    assert b["budget"]["degraded"] is True
+    assert b["budget"]["max_eval_tokens"] == 400
+    assert "direct" in b["budget"]["note"]
+    assert b["usage"]["total_tokens"] <= 400
+    roomy = post(server.url, "/v1/judge/outcome", json={**GOOD, "max_eval_tokens": 5000}).json()
+    assert roomy["budget"]["degraded"] is False
+    assert roomy["budget"]["estimate"] >= roomy["usage"]["total_tokens"]
