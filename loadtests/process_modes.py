@@ -39,11 +39,19 @@ from service.scoring.metrics_eval import load_processbench, processbench_metric 
 
 
 async def run_mode(
-    items: list[Any], mode: str, caching: bool, conc: int, port: int, out: Path
+    items: list[Any],
+    mode: str,
+    caching: bool,
+    conc: int,
+    port: int,
+    out: Path,
+    block_size: int | None = None,
 ) -> dict[str, Any]:
     env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
     env["VERIFIER_ENGINE__ENABLE_PREFIX_CACHING"] = "true" if caching else "false"
-    log = out / f"process_{mode}_{'cache' if caching else 'nocache'}.log"
+    if block_size:
+        env["VERIFIER_ENGINE__BLOCK_SIZE"] = str(block_size)
+    log = out / f"process_{mode}_{'cache' if caching else 'nocache'}_{block_size or 'default'}.log"
     url = f"http://127.0.0.1:{port}"
     with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:
         await wait_ok(url + "/ready", proc, log)
@@ -73,6 +81,7 @@ async def run_mode(
     return {
         "mode": mode,
         "prefix_caching": caching,
+        "block_size": block_size or "default",
         "wall_s": wall,
         "prompt_tokens": prompt,
         "cached_tokens": cached,
@@ -124,13 +133,15 @@ async def main() -> None:
         await run_mode(items, "direct", False, args.concurrency, args.port, args.out),
         await run_mode(items, "direct", True, args.concurrency, args.port + 1, args.out),
         await run_mode(items, "single_pass", True, args.concurrency, args.port + 2, args.out),
+        await run_mode(items, "direct", True, args.concurrency, args.port + 3, args.out, 32),
     ]
     print(
         f"\nProcessBench GSM8K, {len(items)} items, {rows[0]['slots']} steps, {args.concurrency} concurrent"
     )
     print(f"{'mode':<30}{'wall s':>8}{'prompt tok':>12}{'computed':>10}{'comp/full':>10}{'F1':>7}")
     for r in rows:
-        name = f"{r['mode']} ({'cache' if r['prefix_caching'] else 'no cache'})"
+        cache = f"cache, block {r['block_size']}" if r["prefix_caching"] else "no cache"
+        name = f"{r['mode']} ({cache})"
         print(
             f"{name:<30}{r['wall_s']:>8.1f}{r['prompt_tokens']:>12}{r['computed_tokens']:>10}"
             f"{r['computed_tokens'] / full:>10.2f}{r['f1']:>7.1f}"

@@ -35,6 +35,12 @@ class EngineSettings(BaseModel):
         default=True, description="Eager starts in ~18 s; compiled in ~98 s but runs ~25% faster."
     )
     enable_prefix_caching: bool = True
+    block_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="KV block size (prefix-cache granularity); None = vLLM's (128 on CPU, "
+        "which accepts multiples of 32).",
+    )
     max_num_seqs: int = Field(default=256, ge=1)
     seed: int = 0
     # CPU-only knobs (ignored by GPU builds of vLLM).

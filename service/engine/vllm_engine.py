@@ -118,6 +118,7 @@ class VLLMEngine:
             max_model_len=cfg.max_model_len,
             enforce_eager=cfg.enforce_eager,
             enable_prefix_caching=cfg.enable_prefix_caching,
+            block_size=cfg.block_size,
             max_num_seqs=cfg.max_num_seqs,
             seed=cfg.seed,
             max_logprobs=20,
