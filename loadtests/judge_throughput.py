@@ -29,7 +29,7 @@ import httpx
 
 from service.config import Settings
 from service.engine.models import resolve_model
-from service.engine.vllm_engine import configure_vllm_env
+from service.engine.vllm_engine import CPU_BLOCK_SIZE, configure_vllm_env
 from service.scoring import prompts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +72,11 @@ def direct_ids(tokenizer: Any, pair: Pair) -> list[int]:
     return prompts.direct_prompt_ids(prompts.outcome_prompt(tokenizer, pair[0], pair[1], False))
 
 
+def block_size(settings: Settings) -> int:
+    """The service's KV block size on this (CPU) machine, so every mode uses the same."""
+    return settings.engine.block_size or CPU_BLOCK_SIZE
+
+
 def pretokenize(tokenizer: Any, pairs: list[Pair]) -> dict[Pair, list[int]]:
     """Raw modes get their prompt ids ready before the clock starts (the service tokenizes
     inside the measured run, so this favours the baselines)."""
@@ -93,6 +98,7 @@ async def run_raw(
             max_model_len=cfg.max_model_len,
             enforce_eager=cfg.enforce_eager,
             enable_prefix_caching=True,
+            block_size=block_size(settings),
             max_num_seqs=cfg.max_num_seqs,
             max_logprobs=20,
             seed=cfg.seed,
@@ -183,6 +189,7 @@ async def run_vllm_server(
         "--dtype", cfg.dtype, "--max-model-len", str(cfg.max_model_len), "--enable-prefix-caching",
         "--max-num-seqs", str(cfg.max_num_seqs), "--max-logprobs", "20", "--seed", str(cfg.seed),
         "--port", str(port), "--host", "127.0.0.1", "--served-model-name", "judge",
+        "--block-size", str(block_size(settings)),
         "--uvicorn-log-level", "warning",
     ]  # fmt: skip
     if cfg.enforce_eager:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+CPU_BLOCK_SIZE = 32  # the smallest the CPU attention backend takes (multiples of 32)
 PROMPT_TOPK = 20  # engine max_logprobs; the forced token comes on top of these
 POSITIVE_LABEL = "1"
 NEGATIVE_LABEL = "0"
@@ -118,7 +119,7 @@ class VLLMEngine:
             max_model_len=cfg.max_model_len,
             enforce_eager=cfg.enforce_eager,
             enable_prefix_caching=cfg.enable_prefix_caching,
-            block_size=cfg.block_size,
+            block_size=cfg.block_size or (CPU_BLOCK_SIZE if device == "cpu" else None),
             max_num_seqs=cfg.max_num_seqs,
             seed=cfg.seed,
             max_logprobs=20,

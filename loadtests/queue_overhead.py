@@ -1,0 +1,70 @@
+"""The queue's own round trip, without a model: local asyncio queue vs Redis Streams.
+
+A worker with a handler that returns at once; one client submits jobs one after another and
+times submit -> result. What is left is the queue: the batch window (queue.batch_wait_ms, 5 ms
+by default, the same for both) plus, for Redis, its round trips.
+
+    python loadtests/queue_overhead.py [--redis redis://127.0.0.1:6379/15] [--jobs 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+
+from service.config import QueueSettings
+from service.queue.base import Job, JobOutcome, JobQueue, new_job_id
+from service.queue.local import LocalQueue
+from service.queue.redis_streams import RedisQueue
+from service.queue.worker import Worker
+from service.redis_client import connect
+
+
+async def instant(job: Job) -> JobOutcome:
+    return JobOutcome.success({"id": job.id})
+
+
+async def measure(queue: JobQueue, settings: QueueSettings, jobs: int) -> tuple[float, float]:
+    worker = Worker(queue, instant, settings)
+    task = asyncio.create_task(worker.run())
+    latencies = []
+    for _ in range(jobs):
+        start = time.perf_counter()
+        job = Job(id=new_job_id(), kind="bench", payload={}, deadline=time.time() + 30)
+        (await queue.submit(job)).raise_for_error()
+        latencies.append(1000 * (time.perf_counter() - start))
+    worker.stop()
+    await task
+    latencies.sort()
+    return statistics.median(latencies), latencies[int(0.99 * (len(latencies) - 1))]
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--redis", default="redis://127.0.0.1:6379/15")
+    ap.add_argument("--jobs", type=int, default=300)
+    args = ap.parse_args()
+    settings = QueueSettings(key_prefix=f"bench{uuid.uuid4().hex[:8]}:")
+    local = await measure(LocalQueue(settings), settings, args.jobs)
+    redis_queue = RedisQueue(args.redis, settings, "bench-worker")
+    try:
+        remote = await measure(redis_queue, settings, args.jobs)
+    finally:
+        await redis_queue.close()
+        client = connect(args.redis)
+        async for key in client.scan_iter(match=settings.key_prefix + "*"):
+            await client.delete(key)
+        await client.aclose()
+    print(f"{'queue':<8}{'p50 ms':>9}{'p99 ms':>9}")
+    print(f"{'local':<8}{local[0]:>9.2f}{local[1]:>9.2f}")
+    print(f"{'redis':<8}{remote[0]:>9.2f}{remote[1]:>9.2f}")
+    print(f"Redis adds {remote[0] - local[0]:+.2f} ms p50 (target < 2 ms)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
