@@ -73,9 +73,6 @@ class QueueSettings(BaseModel):
     max_batch_jobs: int = Field(default=32, ge=1)
     max_batch_tokens: int = Field(default=65_536, ge=1, description="Estimated tokens per batch.")
     batch_wait_ms: int = Field(default=5, ge=0, description="Wait for more jobs after the first.")
-    max_inflight_batches: int = Field(
-        default=4, ge=1, description="Batches a worker runs at once (pulls while others run)."
-    )
     max_queue_depth: int = Field(default=1024, ge=1, description="Above it: 429 + Retry-After.")
     result_ttl_s: int = Field(default=600, ge=1)
     claim_idle_ms: int = Field(default=30_000, ge=100, description="Reclaim jobs idle this long.")

@@ -62,33 +62,14 @@ class Worker:
         self.jobs = 0
 
     def stop(self) -> None:
-        """Stop pulling; ``run()`` returns after the batches in hand are completed."""
+        """Stop pulling; ``run()`` returns after the current batch is completed."""
         self._stopping.set()
 
     async def run(self) -> None:
-        """Pull while earlier batches still run (up to ``max_inflight_batches``): vLLM batches
-        continuously, so a new batch should not wait for the slowest job of the last one."""
-        running: set[asyncio.Task[None]] = set()
-        try:
-            while not self._stopping.is_set():
-                if len(running) >= self._settings.max_inflight_batches:
-                    await self._wait_for_room(running)
-                    continue
-                batch = await self._pull()
-                if batch:
-                    task = asyncio.create_task(self.run_batch(batch))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-        finally:
-            # Drain: every pulled job is completed before run() returns.
-            await asyncio.gather(*running, return_exceptions=True)
-
-    async def _wait_for_room(self, running: set[asyncio.Task[None]]) -> None:
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({*running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
+        while not self._stopping.is_set():
+            batch = await self._pull()
+            if batch:
+                await self.run_batch(batch)
 
     async def _pull(self) -> list[Delivery]:
         try:
@@ -112,16 +93,13 @@ class Worker:
         self._report(batch)
         renewer = self._start_renewal(batch)
         try:
-            # Each job is completed as soon as it is done, not when the batch is.
-            await asyncio.gather(*(self._run_and_complete(d) for d in batch))
+            outcomes = await asyncio.gather(*(self._run_one(d.job) for d in batch))
         finally:
             if renewer is not None:
                 renewer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewer
-
-    async def _run_and_complete(self, delivery: Delivery) -> None:
-        await self._complete(delivery, await self._run_one(delivery.job))
+        await asyncio.gather(*(self._complete(d, o) for d, o in zip(batch, outcomes, strict=True)))
 
     def _report(self, batch: Sequence[Delivery]) -> None:
         if self._on_batch is None:
