@@ -7,6 +7,10 @@ from typing import Any
 
 import pytest
 
+# transformers resolves paths against the working directory at import time; import it while
+# the session's directory is certainly there.
+import transformers  # noqa: F401
+
 from service.config import Settings
 from service.engine.models import prepare_default_model
 

@@ -417,41 +417,6 @@ def test_stopped_worker_jobs_answered_exactly_once(cluster: Cluster) -> None:
     assert duplicates() >= 1
 
 
-def test_redis_restart(cluster: Cluster) -> None:
-    key = cluster.keys["alpha"]
-    cluster.stop_redis()
-    try:
-        start = time.monotonic()
-        r = judge(cluster.url, key, 1)
-        assert time.monotonic() - start < 5
-        assert r.status_code == 503
-        assert r.json()["error"]["type"] == "queue_unavailable"
-    finally:
-        cluster.start_redis()
-    # Nothing is persisted: keys are gone with the restart, so issue them again.
-    cluster.keys = {t: create_key(cluster, t) for t in ("alpha", "beta")}
-    deadline = time.monotonic() + 60
-    while True:
-        r = judge(cluster.url, cluster.keys["alpha"], 2)
-        if r.status_code == 200 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert r.status_code == 200, r.text
-
-
-def test_sigterm_drains_under_load(cluster: Cluster) -> None:
-    target = cluster.live_workers()[0]
-    key = cluster.keys["alpha"]
-    with ThreadPoolExecutor(32) as pool:
-        futures = [pool.submit(judge, cluster.url, key, 9000 + i) for i in range(64)]
-        while sum(f.done() for f in futures) < 8:
-            time.sleep(0.05)
-        target.signal(signal.SIGTERM)
-        responses = [f.result() for f in futures]
-    assert [r.status_code for r in responses] == [200] * 64
-    assert target.popen.wait(timeout=120) == 0
-
-
 def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
     import asyncio
 
@@ -498,3 +463,41 @@ def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
         text=True,
     ).stdout.strip()
     assert int(dead) == 1
+
+
+def test_redis_restart(cluster: Cluster) -> None:
+    key = cluster.keys["alpha"]
+    cluster.stop_redis()
+    try:
+        start = time.monotonic()
+        r = judge(cluster.url, key, 1)
+        assert time.monotonic() - start < 5
+        assert r.status_code == 503
+        assert r.json()["error"]["type"] == "queue_unavailable"
+    finally:
+        cluster.start_redis()
+    # Nothing is persisted: keys are gone with the restart, so issue them again.
+    cluster.keys = {t: create_key(cluster, t) for t in ("alpha", "beta")}
+    deadline = time.monotonic() + 60
+    while True:
+        r = judge(cluster.url, cluster.keys["alpha"], 2)
+        if r.status_code == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert r.status_code == 200, r.text
+
+
+def test_sigterm_drains_under_load(cluster: Cluster) -> None:
+    # Another worker must be there to take the jobs the draining one no longer pulls.
+    while len(cluster.live_workers()) < 2:
+        wait_worker(cluster.start_worker())
+    target = cluster.live_workers()[0]
+    key = cluster.keys["alpha"]
+    with ThreadPoolExecutor(32) as pool:
+        futures = [pool.submit(judge, cluster.url, key, 9000 + i) for i in range(64)]
+        while sum(f.done() for f in futures) < 8:
+            time.sleep(0.05)
+        target.signal(signal.SIGTERM)
+        responses = [f.result() for f in futures]
+    assert [r.status_code for r in responses] == [200] * 64
+    assert target.popen.wait(timeout=120) == 0
