@@ -11,7 +11,7 @@ makes (see ``service/serving``):
 - model split: one copy call (the response as prompt, about 1.25x the response generated).
 
 It is an upper-ish bound for realistic text, not a guarantee: operators reconcile quotas with
-the ``actual`` usage recorded after the run (``settle_delta``).
+the ``actual`` usage recorded after the run (``service.auth.settle``).
 
 Example:
     >>> from service.protocol import OutcomeRequest
@@ -57,8 +57,6 @@ __all__ = [
     "estimate",
     "estimate_text_tokens",
     "plan",
-    "settle_delta",
-    "window_index",
 ]
 
 # --- text -> tokens without a tokenizer ------------------------------------------------------
@@ -364,26 +362,3 @@ def plan(kind: str, req: BaseModel) -> BudgetPlan:
     if getattr(req, "budget_policy", "refuse") == "degrade" and _degradable(req):
         return _degraded_plan(kind, req, est.total, limit)
     raise _refusal(kind, req, est.total, limit)
-
-
-# --- quota arithmetic ----------------------------------------------------------------------
-
-
-def settle_delta(reserved: int, actual: int) -> int:
-    """What to add to a quota counter once the run is done: ``actual - reserved``.
-
-    Negative when the estimate (reserved up front) was above what the run used.
-    """
-    return actual - reserved
-
-
-def window_index(now: float, window_s: int) -> int:
-    """The fixed quota window `now` (seconds since the epoch) falls in.
-
-    Example:
-        >>> window_index(125.0, 60)
-        2
-    """
-    if window_s < 1:
-        raise ValueError(f"window_s must be >= 1 second, got {window_s}")
-    return math.floor(now / window_s)

@@ -319,21 +319,3 @@ def test_degrade_on_a_direct_request_still_refuses() -> None:
     )
     with pytest.raises(BudgetTooSmall):
         plan("split", split)
-
-
-# --- quota arithmetic ----------------------------------------------------------------------
-
-
-def test_settle_delta() -> None:
-    assert budget.settle_delta(reserved=1000, actual=700) == -300
-    assert budget.settle_delta(reserved=500, actual=650) == 150
-    assert budget.settle_delta(reserved=10, actual=10) == 0
-
-
-def test_window_index() -> None:
-    assert budget.window_index(0.0, 60) == 0
-    assert budget.window_index(59.999, 60) == 0
-    assert budget.window_index(60.0, 60) == 1
-    assert budget.window_index(1_700_000_123.5, 3600) == 1_700_000_123 // 3600
-    with pytest.raises(ValueError, match="window_s"):
-        budget.window_index(1.0, 0)
