@@ -27,6 +27,7 @@ from service.api import health, judge, rerank, split
 from service.api.deps import AppState
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
 from service.config import Settings, get_settings
+from service.diagnostics import install_dump_signals, watch_loop
 from service.engine.base import Engine
 from service.errors import ServiceError, error_body
 from service.protocol import OutcomeRequest
@@ -98,6 +99,7 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
             worker = make_worker(state.settings, state.queue, state.services, state.metrics)
             state.worker = worker
             task = asyncio.create_task(worker.run(), name="worker")
+            task.add_done_callback(lambda _: _worker_ended(state, worker))
             state.tasks.add(task)
         else:
             await state.queue.depth()  # Redis answers
@@ -106,6 +108,12 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
         state.status, state.detail = "failed", f"start failed: {exc}"
         return
     state.status, state.detail = "ready", None
+
+
+def _worker_ended(state: AppState, worker: Worker) -> None:
+    # A worker that gave up (wedged engine) takes the process out of rotation: /ready 503.
+    if worker.failure is not None:
+        state.status, state.detail = "failed", f"worker stopped: {worker.failure}"
 
 
 @asynccontextmanager
@@ -189,15 +197,19 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     return app
 
 
-async def run_worker_process(settings: Settings) -> None:
+async def run_worker_process(settings: Settings) -> int:
     """`verifier worker`: engine + Redis queue + worker loop + its own /metrics port.
 
     SIGTERM/SIGINT drain: stop reading, finish and complete the batch, shut the engine down.
+    SIGUSR1/SIGUSR2 dump thread/task stacks. Returns the exit code: 0 after a drain, 1 when
+    the worker gave up on a wedged engine (a supervisor restarts it).
     """
     from prometheus_client import start_http_server
 
     if not settings.redis_url:
         raise SystemExit("verifier worker needs VERIFIER_REDIS_URL (the API and workers share it)")
+    loop = asyncio.get_running_loop()
+    install_dump_signals(loop)
     metrics = Metrics()
     if settings.queue.worker_metrics_port:
         start_http_server(settings.queue.worker_metrics_port, registry=metrics.registry)
@@ -205,12 +217,20 @@ async def run_worker_process(settings: Settings) -> None:
     metrics.watch_queue(queue)
     services = await start_services(settings)
     worker = make_worker(settings, queue, services, metrics)
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
+    watchdog = None
+    if settings.queue.worker_stall_s:
+        watchdog = asyncio.create_task(watch_loop(settings.queue.worker_stall_s), name="watchdog")
     logger.info("worker %s ready", consumer_name("worker"))
     try:
         await worker.run()
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         await services.engine.shutdown()
         await queue.close()
+    if worker.failure is not None:
+        logger.error("worker stopped: %s", worker.failure)
+        return 1
+    return 0

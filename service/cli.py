@@ -66,7 +66,7 @@ def worker_cmd() -> None:
 
     settings = get_settings()
     _logging(settings.log_level)
-    asyncio.run(run_worker_process(settings))
+    raise typer.Exit(asyncio.run(run_worker_process(settings)))
 
 
 @models_app.command("prepare")

@@ -79,6 +79,11 @@ class QueueSettings(BaseModel):
     max_deliveries: int = Field(default=3, ge=1, description="Then the job is dead-lettered.")
     redis_timeout_s: float = Field(default=2.0, gt=0, description="Socket timeout to Redis.")
     worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
+    worker_stall_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="A worker whose event loop is blocked this long dumps stacks and exits; 0=off.",
+    )
     fault_crash_kind: str = Field(
         default="",
         description="Fault injection for tests: a worker exits at once on a job of this kind.",

@@ -7,9 +7,11 @@ is called from the app's lifespan (in a thread, since it blocks for the whole st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,6 +39,7 @@ CPU_BLOCK_SIZE = 32  # the smallest the CPU attention backend takes (multiples o
 PROMPT_TOPK = 20  # engine max_logprobs; the forced token comes on top of these
 POSITIVE_LABEL = "1"
 NEGATIVE_LABEL = "0"
+SHUTDOWN_TIMEOUT_S = 60.0
 
 
 def _cpu_list() -> str:
@@ -286,8 +289,33 @@ class VLLMEngine:
             raise EngineFailure(f"engine unhealthy: {exc}") from exc
 
     async def shutdown(self) -> None:
-        # shutdown() blocks for ~4 s while the engine-core process exits.
-        await asyncio.to_thread(self._llm.shutdown)
+        """Stop the engine; gives up after ``SHUTDOWN_TIMEOUT_S`` so a process can still exit.
+
+        vLLM's shutdown() blocks (~4 s while the engine-core process exits). It runs on a daemon
+        thread, not the default executor: asyncio.run() joins executor threads at exit, so a
+        hung shutdown there would keep a drained worker alive forever.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def finished() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def run() -> None:
+            try:
+                self._llm.shutdown()
+            except Exception:
+                logger.exception("engine shutdown failed")
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop may be closed by now
+                    loop.call_soon_threadsafe(finished)
+
+        threading.Thread(target=run, name="engine-shutdown", daemon=True).start()
+        try:
+            await asyncio.wait_for(done, SHUTDOWN_TIMEOUT_S)
+        except TimeoutError:
+            logger.error("engine shutdown did not finish in %.0f s; leaving it", SHUTDOWN_TIMEOUT_S)
 
 
 def _rationale_call(call: JudgeCall) -> GenerateCall:

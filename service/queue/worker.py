@@ -3,6 +3,9 @@
 Every pulled job gets exactly one ``complete()`` call (success, handler error, deadline or
 bad output), so no caller waits for a job a live worker has dropped. ``stop()`` drains:
 the loop stops pulling, finishes the batch in hand, completes it and ``run()`` returns.
+A batch whose handler outlives its deadline by ``STUCK_GRACE_S`` (it ignored cancellation:
+the engine is wedged) is answered with 504 and the worker stops with ``failure`` set, so
+its process exits and is restarted instead of holding (and renewing) jobs forever.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from service.config import QueueSettings
+from service.diagnostics import log_tasks
 from service.errors import QueueUnavailable, ServiceError
 from service.queue.base import Delivery, Handler, Job, JobOutcome, JobQueue, Renewable
 
@@ -25,6 +29,9 @@ BatchHook = Callable[[int, int], None]
 DEFAULT_BLOCK_MS = 500
 # Pause after the queue backend failed, so a Redis outage does not become a busy loop.
 BACKOFF_S = 0.5
+# A handler still running this long after its job's deadline ignored its cancellation:
+# the engine is wedged, and the worker gives up rather than hold the batch forever.
+STUCK_GRACE_S = 30.0
 
 
 class Worker:
@@ -60,6 +67,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self.batches = 0
         self.jobs = 0
+        # Set when a batch outlived its deadlines; the worker then stops (see run_batch).
+        self.failure: str | None = None
 
     def stop(self) -> None:
         """Stop pulling; ``run()`` returns after the current batch is completed."""
@@ -78,6 +87,10 @@ class Worker:
             )
         except QueueUnavailable as exc:
             logger.warning("job queue unavailable, retrying in %.1f s: %s", BACKOFF_S, exc)
+        except asyncio.CancelledError:
+            if _cancelled():
+                raise
+            logger.exception("pulling jobs raised a stray cancellation, retrying")
         except Exception:
             # A worker must outlive one bad pull; the traceback goes to the log.
             logger.exception("pulling jobs failed, retrying in %.1f s", BACKOFF_S)
@@ -92,14 +105,37 @@ class Worker:
         self.jobs += len(batch)
         self._report(batch)
         renewer = self._start_renewal(batch)
+        tasks = [asyncio.create_task(self._run_one(d.job)) for d in batch]
         try:
-            outcomes = await asyncio.gather(*(self._run_one(d.job) for d in batch))
+            cap = max(d.job.deadline for d in batch) - time.time() + STUCK_GRACE_S
+            await asyncio.wait(tasks, timeout=max(cap, 0.0))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
         finally:
             if renewer is not None:
                 renewer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewer
+        outcomes = [self._outcome(task, d.job) for task, d in zip(tasks, batch, strict=True)]
         await asyncio.gather(*(self._complete(d, o) for d, o in zip(batch, outcomes, strict=True)))
+        if self.failure is not None:
+            self.stop()
+
+    def _outcome(self, task: asyncio.Task[JobOutcome], job: Job) -> JobOutcome:
+        if task.cancelled():
+            # A CancelledError that no deadline of ours raised leaked out of the handler.
+            logger.error("job %s (%s) was cancelled by its handler", job.id, job.kind)
+            return JobOutcome.failure(500, "internal_error", "the job was cancelled")
+        if task.done():
+            return task.result()
+        # Cancelled at its deadline yet still running: something below ignores cancellation.
+        # Its caller has already given up; answer the job and take this worker out of service.
+        self.failure = f"job {job.id} ({job.kind}) ignored its deadline by {STUCK_GRACE_S:.0f} s"
+        log_tasks(f"worker stuck: {self.failure}")
+        msg = f"job {job.id} ({job.kind}) ran past its deadline; the worker is restarting"
+        return JobOutcome.failure(504, "deadline_exceeded", msg)
 
     def _report(self, batch: Sequence[Delivery]) -> None:
         if self._on_batch is None:
@@ -153,11 +189,22 @@ class Worker:
             # The entry stays pending and is redelivered after claim_idle_ms.
             logger.warning("could not complete job %s: %s", delivery.job.id, exc)
             return
+        except asyncio.CancelledError:
+            if _cancelled():
+                raise
+            logger.exception("completing job %s raised a stray cancellation", delivery.job.id)
+            return
         except Exception:
             logger.exception("completing job %s failed; it will be redelivered", delivery.job.id)
             return
         if not won:
             logger.debug("job %s already had a result", delivery.job.id)
+
+
+def _cancelled() -> bool:
+    """Whether the current task was asked to stop (else a CancelledError is a library's leak)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _crashed(job: Job, exc: Exception) -> JobOutcome:

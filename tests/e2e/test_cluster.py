@@ -51,9 +51,17 @@ class Proc:
             try:
                 self.popen.wait(timeout=60)
             except subprocess.TimeoutExpired:
+                self.dump_stacks()
                 self.popen.kill()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGKILL)  # engine children, if any survived
+
+    def dump_stacks(self) -> None:
+        """Thread (SIGUSR1) and asyncio task (SIGUSR2) stacks into the log, for a post-mortem."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGUSR1)
+            self.popen.send_signal(signal.SIGUSR2)
+            time.sleep(2)
 
 
 @dataclass

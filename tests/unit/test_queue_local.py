@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ from service.errors import (
     QueueUnavailable,
     ServiceError,
 )
+from service.queue import worker as worker_module
 from service.queue.base import Delivery, Job, JobOutcome, new_job_id
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
@@ -427,3 +429,85 @@ async def test_worker_backs_off_while_the_queue_is_unavailable(settings: QueueSe
     worker.stop()
     await asyncio.wait_for(run, 1)  # stop() also cuts the back-off short
     assert queue.pulls == 1
+
+
+async def test_worker_gives_up_on_a_handler_that_ignores_its_deadline(
+    settings: QueueSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_module, "STUCK_GRACE_S", 0.2)
+    queue = RecordingQueue(settings)
+    release = asyncio.Event()
+
+    async def handle(job: Job) -> JobOutcome:
+        if job.payload["case"] == "wedged":
+            while not release.is_set():  # swallows every cancellation, like a wedged engine
+                with contextlib.suppress(asyncio.CancelledError):
+                    await release.wait()
+        return JobOutcome.success({})
+
+    cases = {"ok": 1.0, "wedged": 0.1}  # the batch is given up at its last deadline + grace
+    tasks = [
+        asyncio.create_task(queue.submit(make_job(timeout_s=t, payload={"case": c})))
+        for c, t in cases.items()
+    ]
+    await wait_depth(queue, 2)
+    worker = Worker(queue, handle, settings, block_ms=10)
+    start = time.monotonic()
+    try:
+        await asyncio.wait_for(worker.run(), 5)  # run() returns: the worker took itself out
+    finally:
+        release.set()  # let the wedged task end, whatever happened
+    assert time.monotonic() - start < 3
+    got = {c: (o.status, o.error_type) for c, o in queue.outcomes.items()}
+    assert got == {"ok": (200, None), "wedged": (504, "deadline_exceeded")}
+    assert worker.failure is not None
+    assert "ignored its deadline" in worker.failure
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await queue.close()
+
+
+async def test_worker_survives_a_cancellation_leaking_from_a_handler(
+    settings: QueueSettings,
+) -> None:
+    queue = RecordingQueue(settings)
+
+    async def handle(job: Job) -> JobOutcome:
+        if job.payload["case"] == "leak":
+            raise asyncio.CancelledError  # as a library may raise on a dropped connection
+        return JobOutcome.success({})
+
+    tasks = [
+        asyncio.create_task(queue.submit(make_job(payload={"case": c}))) for c in ("ok", "leak")
+    ]
+    await wait_depth(queue, 2)
+    worker = Worker(queue, handle, settings)
+    await worker.run_batch(await queue.pull(10, BIG, 0))
+    got = {c: (o.status, o.error_type) for c, o in queue.outcomes.items()}
+    assert got == {"ok": (200, None), "leak": (500, "internal_error")}
+    assert worker.failure is None
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await queue.close()
+
+
+class LeakyQueue(CountingQueue):
+    """Its first pull raises CancelledError although nobody cancelled the worker."""
+
+    async def pull(self, max_jobs: int, max_tokens: int, block_ms: int) -> list[Delivery]:
+        self.pulls += 1
+        if self.pulls == 1:
+            raise asyncio.CancelledError
+        return await LocalQueue.pull(self, max_jobs, max_tokens, block_ms)
+
+
+async def test_worker_outlives_a_stray_cancellation_but_not_a_real_one(
+    settings: QueueSettings,
+) -> None:
+    queue = LeakyQueue(settings)
+    worker = Worker(queue, counting_handler([]), settings, block_ms=10)
+    run = asyncio.create_task(worker.run())
+    while queue.pulls < 2:  # the stray one was logged and the loop pulled again
+        await asyncio.sleep(0.01)
+    run.cancel()  # a real cancellation still ends the loop
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(run, 1)
+    await queue.close()
