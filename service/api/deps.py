@@ -146,12 +146,16 @@ async def run_job(
         outcome.raise_for_error()
         resp = response_type.model_validate(outcome.body)
         usage: Usage = resp.usage  # type: ignore[attr-defined]
-        spent = usage.total_tokens
+        # A replay ran nothing: its usage is the first request's, already charged and counted.
+        spent = 0 if outcome.replayed else usage.total_tokens
     finally:
         if reservation is not None:
             await settle(state.redis, state.settings.queue.key_prefix, reservation, spent)
     state.metrics.budget_tokens.labels(tenant, "spent").inc(spent)
-    state.metrics.record_usage(endpoint, str(getattr(resp, "model", "")), usage)
+    if outcome.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    else:
+        state.metrics.record_usage(endpoint, str(getattr(resp, "model", "")), usage)
     limit = getattr(plan.request, "max_eval_tokens", None)
     if limit is not None:
         resp.budget = BudgetInfo(  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from service.errors import InvalidRequest, ServiceError
@@ -122,6 +122,12 @@ class JobOutcome:
     error_type: str | None = None
     error_message: str | None = None
     status: int | None = None
+    # Set by the queue, never stored: this caller got the result of an earlier request with
+    # the same idempotency key, so nothing ran (and nothing may be charged) for it.
+    replayed: bool = False
+
+    def as_replay(self) -> JobOutcome:
+        return replace(self, replayed=True)
 
     @classmethod
     def success(cls, body: dict[str, Any]) -> JobOutcome:

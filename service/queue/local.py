@@ -97,7 +97,7 @@ class LocalQueue:
         existing = self._live_idem(key)
         if existing is not None:
             # Same key: wait on the first job's future instead of running it again.
-            return await self._wait(existing, job.deadline)
+            return (await self._wait(existing, job.deadline)).as_replay()
         depth = len(self._queue) + len(self._in_flight)
         if depth >= self._settings.max_queue_depth:
             raise Overloaded(

@@ -227,7 +227,7 @@ class RedisQueue:
             raise DeadlineExceeded(
                 f"job {owner_id} (same idempotency key) did not finish before this deadline"
             )
-        return outcome
+        return outcome.as_replay()
 
     async def _wait_result(
         self, tenant: str, job_id: str, deadline: float, shared: bool

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -305,6 +306,8 @@ def test_idempotency_key_returns_the_stored_result(cluster: Cluster) -> None:
     assert first.status_code == second.status_code == 200
     assert first.json() == second.json()
     assert first.headers["X-Job-Id"] != ""
+    assert "Idempotent-Replayed" not in first.headers
+    assert second.headers["Idempotent-Replayed"] == "true"
 
 
 # --- backpressure, quotas, metrics -------------------------------------------------------------
@@ -473,26 +476,54 @@ def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
     assert int(dead) == 1
 
 
-def test_redis_restart(cluster: Cluster) -> None:
+def test_redis_restart_under_traffic(cluster: Cluster) -> None:
+    while len(cluster.live_workers()) < 2:
+        wait_worker(cluster.start_worker())
     key = cluster.keys["alpha"]
-    cluster.stop_redis()
-    try:
-        start = time.monotonic()
-        r = judge(cluster.url, key, 1)
-        assert time.monotonic() - start < 5
-        assert r.status_code == 503
-        assert r.json()["error"]["type"] == "queue_unavailable"
-    finally:
-        cluster.start_redis()
+    results: list[tuple[int, float, float]] = []  # (status, started, ended)
+    stop = threading.Event()
+
+    def client(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            started = time.monotonic()
+            status = judge(cluster.url, key, 20_000 + 1000 * n + i).status_code
+            results.append((status, started, time.monotonic()))
+            i += 1
+
+    with ThreadPoolExecutor(16) as pool:
+        clients = [pool.submit(client, n) for n in range(16)]
+        while sum(r[0] == 200 for r in results) < 16:
+            time.sleep(0.1)
+        killed = time.monotonic()
+        cluster.stop_redis()
+        time.sleep(3)  # traffic keeps coming during the outage
+        stop.set()
+        for c in clients:
+            c.result(timeout=60)
+    cluster.start_redis()
+    statuses = {r[0] for r in results}
+    assert statuses <= {200, 503}, statuses
+    outage = [r for r in results if r[2] > killed]
+    assert any(r[0] == 503 for r in outage)
+    # Requests in flight at the kill and those sent during the outage fail fast.
+    assert max(end - max(start, killed) for status, start, end in outage if status == 503) < 5
     # Nothing is persisted: keys are gone with the restart, so issue them again.
     cluster.keys = {t: create_key(cluster, t) for t in ("alpha", "beta")}
-    deadline = time.monotonic() + 60
+    # Every live worker takes jobs again (a worker that silently stopped pulling would
+    # keep its batch counter still).
+    workers = cluster.live_workers()
+    before = [metric(w.port, "verifier_batch_size_count") for w in workers]
+    deadline = time.monotonic() + 120
+    offset = 30_000
     while True:
-        r = judge(cluster.url, cluster.keys["alpha"], 2)
-        if r.status_code == 200 or time.monotonic() > deadline:
+        responses = fire(cluster.url, cluster.keys["alpha"], 64, offset=offset)
+        offset += 64
+        assert [r.status_code for r in responses] == [200] * 64, responses[0].text
+        after = [metric(w.port, "verifier_batch_size_count") for w in workers]
+        if all(a > b for a, b in zip(after, before, strict=True)):
             break
-        time.sleep(0.5)
-    assert r.status_code == 200, r.text
+        assert time.monotonic() < deadline, f"idle workers after the restart: {before} -> {after}"
 
 
 def test_sigterm_drains_under_load(cluster: Cluster) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
@@ -51,6 +52,27 @@ def test_metrics_count_requests_and_tokens(server: Any) -> None:
         and 'kind="prompt"' in ln
     )
     assert float(line.split()[-1]) >= body["usage"]["prompt_tokens"]
+
+
+def prompt_tokens_counted(url: str) -> float:
+    text = httpx.get(url + "/metrics").text
+    return sum(
+        float(ln.split()[-1])
+        for ln in text.splitlines()
+        if ln.startswith("verifier_eval_tokens_total{") and 'kind="prompt"' in ln
+    )
+
+
+def test_idempotent_replay_is_answered_but_not_counted_again(server: Any) -> None:
+    idem = {"Idempotency-Key": uuid.uuid4().hex}
+    first = post(server.url, "/v1/judge/outcome", json=GOOD, headers=idem)
+    counted = prompt_tokens_counted(server.url)
+    again = post(server.url, "/v1/judge/outcome", json=GOOD, headers=idem)
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json()
+    assert "Idempotent-Replayed" not in first.headers
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert prompt_tokens_counted(server.url) == counted  # nothing ran for the replay
 
 
 BAD_422 = [

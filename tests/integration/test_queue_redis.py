@@ -393,14 +393,16 @@ async def test_idempotency_key_returns_the_stored_outcome(make_queue: MakeQueue)
     async with serving(queue, handle):
         first = await queue.submit(make_job(), idempotency_key="req-1")
         again = await queue.submit(make_job(), idempotency_key="req-1")
-        assert again == first
+        assert not first.replayed
+        assert again == first.as_replay()  # same body; marked so that it is not charged again
         assert len(calls) == 1
-        both = await asyncio.gather(
+        three = await asyncio.gather(
             queue.submit(make_job(), idempotency_key="req-2"),
             queue.submit(make_job(), idempotency_key="req-2"),
             queue.submit(make_job(), idempotency_key="req-2"),
         )
-    assert both[0] == both[1] == both[2]
+    assert three[0].body == three[1].body == three[2].body
+    assert sorted(o.replayed for o in three) == [False, True, True]
     assert len(calls) == 2
 
 
