@@ -26,6 +26,7 @@ from service.engine.base import (
     SlotLogits,
     TokenUsage,
 )
+from service.engine.reaper import start_reaper
 from service.errors import EngineFailure
 from service.scoring.outcome import rationale_finish
 from service.scoring.tokenizer import Tokenizer
@@ -112,6 +113,7 @@ class VLLMEngine:
         """Build the engine (blocking: about 18 s eager on 2 CPU cores)."""
         device = detect_device()
         configure_vllm_env(settings, device)
+        start_reaper()
         from vllm import AsyncEngineArgs, AsyncLLMEngine
 
         cfg = settings.engine

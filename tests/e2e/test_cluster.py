@@ -253,6 +253,24 @@ def busy_worker(cluster: Cluster, timeout: float = 60) -> Proc:
     raise RuntimeError("no worker held pending jobs")
 
 
+def children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[1]) == pid and "reaper" not in (stat.parent / "cmdline").read_text():
+                found.append(int(stat.parent.name))
+    return found
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie is dead; only its exit status waits to be collected
+
+
 def fire(
     url: str, key: str, n: int, concurrency: int = 32, offset: int = 0
 ) -> list[httpx.Response]:
@@ -379,9 +397,16 @@ def test_kill_9_mid_batch_loses_nothing(cluster: Cluster) -> None:
         while sum(f.done() for f in futures) < 40:
             time.sleep(0.05)
         victim = busy_worker(cluster)
+        engine = children_of(victim.popen.pid)
         victim.signal(signal.SIGKILL)
         survivor = next(w for w in cluster.live_workers() if w is not victim)
         responses = [f.result() for f in futures]
+    # The killed worker's engine core does not linger as an orphan holding its memory.
+    assert engine
+    deadline = time.monotonic() + 30
+    while any(pid_alive(p) for p in engine) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in engine if pid_alive(p)], "orphaned engine processes"
     replacement = cluster.start_worker()
     assert [r.status_code for r in responses] == [200] * 300
     ids = [r.headers["X-Job-Id"] for r in responses]

@@ -1,0 +1,107 @@
+"""Engine processes die with the process that started them, even when it is SIGKILLed.
+
+vLLM starts its engine core as a child process, and nothing in the core watches its parent: a
+worker killed with ``kill -9`` (or crashing) would leave the core and its model worker (gigabytes
+of memory, or GPU memory) running as orphans, and the restarted worker would start a second
+engine next to them. :func:`start_reaper` starts a small watcher process (``python -m
+service.engine.reaper``) holding the read end of a pipe whose write end only the owner holds.
+The kernel closes that end when the owner dies, however it dies; the watcher then SIGKILLs the
+owner's children it has seen (checked by start time, so a reused pid is never hit). The core's
+own workers follow the core through vLLM's death pipe. Linux only (``/proc``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+POLL_S = 1.0  # how often the watcher looks for new children
+
+
+# The owner's end of the pipe lives as long as the process: if it were garbage-collected, the
+# watcher would see EOF and kill the engine of a live process.
+_reaper: subprocess.Popen[bytes] | None = None
+
+
+def start_reaper() -> subprocess.Popen[bytes] | None:
+    """Watch this process; once it is gone, kill the children it left. Once per process."""
+    global _reaper
+    if not sys.platform.startswith("linux"):
+        return None
+    if _reaper is not None:
+        return _reaper
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.engine.reaper", str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        # Not in our session: a Ctrl-C or a group kill aimed at us must not stop it first.
+        start_new_session=True,
+    )
+    write_end = proc.stdin
+    assert write_end is not None
+    fd = write_end.fileno()
+    # Children forked (not spawned) from here would inherit the write end and keep the pipe
+    # open after we die; they drop it at once.
+    os.register_at_fork(after_in_child=lambda: _close(fd))
+    _reaper = proc
+    return proc
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks since boot), None if the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+def _children(parent: int) -> dict[int, int]:
+    """pid -> start time of the live children of ``parent``."""
+    found: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:  # field 4, ppid
+            found[int(entry.name)] = int(fields[19])
+    return found
+
+
+def watch(parent: int, stream: int = 0) -> list[int]:
+    """Track ``parent``'s children until ``stream`` reaches EOF; kill them; return their pids."""
+    seen: dict[int, int] = {}
+    while True:
+        seen.update(_children(parent))
+        ready, _, _ = select.select([stream], [], [], POLL_S)
+        if ready and not os.read(stream, 4096):
+            break
+    seen.pop(os.getpid(), None)
+    killed = []
+    for pid, started in seen.items():
+        if _start_time(pid) == started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            killed.append(pid)
+    return killed
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watch(int(sys.argv[1]))

@@ -1,0 +1,84 @@
+"""The engine reaper: children of a SIGKILLed process are killed, those of a live one are not."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+
+import pytest
+
+from service.engine.reaper import POLL_S
+from tests.conftest import ROOT
+
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+]
+
+# A stand-in for a worker: starts the reaper, then a long-lived child (as vLLM starts its
+# engine core), prints both pids and waits.
+OWNER = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from service.engine.reaper import start_reaper
+    reaper = start_reaper()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    print(reaper.pid, child.pid, flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] != "Z"  # zombies are dead
+    except OSError:
+        return False
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def start_owner() -> tuple[subprocess.Popen[str], int, int]:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert owner.stdout is not None
+    reaper_pid, child_pid = map(int, owner.stdout.readline().split())
+    return owner, reaper_pid, child_pid
+
+
+def test_children_of_a_killed_process_are_killed() -> None:
+    owner, reaper_pid, child_pid = start_owner()
+    time.sleep(2 * POLL_S)  # the reaper has looked for children at least once
+    assert alive(child_pid)
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    assert wait_until(lambda: not alive(child_pid)), "the orphan survived its parent"
+    assert wait_until(lambda: not alive(reaper_pid)), "the reaper did not exit"
+
+
+def test_children_of_a_live_process_are_left_alone() -> None:
+    owner, reaper_pid, child_pid = start_owner()
+    try:
+        time.sleep(3)
+        assert alive(child_pid)
+        assert alive(reaper_pid)
+    finally:
+        owner.kill()
+        owner.wait()
+        for pid in (child_pid, reaper_pid):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
