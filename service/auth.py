@@ -36,12 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
-from redis import exceptions as rex
 from redis.asyncio import Redis
 from redis.typing import EncodableT, FieldT
 
 from service.errors import InvalidRequest, ServiceError
-from service.redis_client import connect, unavailable
+from service.redis_client import connect, is_unreachable, unavailable
 
 __all__ = [
     "KEY_PREFIX",
@@ -446,7 +445,9 @@ async def settle(redis: Redis, prefix: str, reservation: Reservation, actual: in
     try:
         script = redis.register_script(_SETTLE_LUA)
         return bool(await script(keys=[reservation.key], args=[delta]))
-    except (rex.ConnectionError, rex.TimeoutError) as exc:
+    except Exception as exc:
+        if not is_unreachable(exc):
+            raise
         logger.warning(
             "could not settle %d tokens for tenant %s: %s", delta, reservation.tenant, exc
         )

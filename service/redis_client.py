@@ -33,12 +33,22 @@ def connect(url: str, timeout_s: float = 2.0, read_timeout_s: float | None = Non
     )
 
 
+def is_unreachable(exc: BaseException) -> bool:
+    """Redis could not be reached: redis-py's connection errors and timeouts, or uvloop's
+    RuntimeError for a transport the server closed (seen when Redis dies mid-handshake)."""
+    if isinstance(exc, rex.ConnectionError | rex.TimeoutError):
+        return True
+    return isinstance(exc, RuntimeError) and "closed" in str(exc)
+
+
 @contextmanager
 def unavailable(operation: str) -> Iterator[None]:
     """Turn Redis connectivity errors into ``QueueUnavailable`` (503)."""
     try:
         yield
-    except (rex.ConnectionError, rex.TimeoutError) as exc:
+    except Exception as exc:
+        if not is_unreachable(exc):
+            raise
         raise QueueUnavailable(
             f"Redis is unreachable ({operation}: {exc}); check that Redis runs and that "
             "VERIFIER_REDIS_URL points to it"

@@ -268,8 +268,9 @@ class RedisQueue:
                 keys=[self.keys.cancel(job.id)] + ([idem] if idem else []),
                 args=[self._settings.result_ttl_s, job.id],
             )
-        except rex.RedisError as exc:
-            # Workers still drop the job once its deadline has passed.
+        except Exception as exc:
+            # Best effort, also on the cancellation path: workers still drop the job once its
+            # deadline has passed.
             logger.warning("could not mark job %s cancelled: %s", job.id, exc)
 
     # -- worker side ------------------------------------------------------------------

@@ -527,14 +527,15 @@ def test_redis_restart_under_traffic(cluster: Cluster) -> None:
         for c in clients:
             c.result(timeout=60)
     cluster.start_redis()
+    # Nothing is persisted: keys are gone with the restart, so issue them again (before any
+    # assertion, so that a failure here does not fail the tests after it).
+    cluster.keys = {t: create_key(cluster, t) for t in ("alpha", "beta")}
     statuses = {r[0] for r in results}
     assert statuses <= {200, 503}, statuses
     outage = [r for r in results if r[2] > killed]
     assert any(r[0] == 503 for r in outage)
     # Requests in flight at the kill and those sent during the outage fail fast.
     assert max(end - max(start, killed) for status, start, end in outage if status == 503) < 5
-    # Nothing is persisted: keys are gone with the restart, so issue them again.
-    cluster.keys = {t: create_key(cluster, t) for t in ("alpha", "beta")}
     # Every live worker takes jobs again (a worker that silently stopped pulling would
     # keep its batch counter still).
     workers = cluster.live_workers()
