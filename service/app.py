@@ -88,7 +88,13 @@ def make_worker(
     settings: Settings, queue: JobQueue, services: Services, metrics: Metrics
 ) -> Worker:
     runner = JobRunner(services, metrics, settings.queue.fault_crash_kind)
-    return Worker(queue, runner, settings.queue, on_batch=metrics.record_batch)
+    return Worker(
+        queue,
+        runner,
+        settings.queue,
+        on_batch=metrics.record_batch,
+        on_progress=metrics.record_progress,
+    )
 
 
 async def _bring_up(state: AppState, run_worker: bool) -> None:

@@ -90,6 +90,11 @@ class Metrics:
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
+        self.worker_progress = Gauge(
+            "verifier_worker_progress_timestamp_seconds",
+            "Unix time this process's worker loop last pulled or finished a batch (0: no worker)",
+            registry=r,
+        )
         self._queues: list[object] = []
         self.registry.register(_QueueCounters(self._queues))
 
@@ -103,6 +108,9 @@ class Metrics:
     def record_batch(self, size: int, tokens: int) -> None:
         self.batch_size.observe(size)
         self.batch_tokens.observe(tokens)
+
+    def record_progress(self) -> None:
+        self.worker_progress.set_to_current_time()
 
     def watch_queue(self, queue: object) -> None:
         """Export a queue's plain int counters (read at scrape time, so never stale)."""

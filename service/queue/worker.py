@@ -57,12 +57,14 @@ class Worker:
         settings: QueueSettings,
         *,
         on_batch: BatchHook | None = None,
+        on_progress: Callable[[], None] | None = None,
         block_ms: int = DEFAULT_BLOCK_MS,
     ) -> None:
         self._queue = queue
         self._handler = handler
         self._settings = settings
         self._on_batch = on_batch
+        self._on_progress = on_progress
         self._block_ms = block_ms
         self._stopping = asyncio.Event()
         self.batches = 0
@@ -77,8 +79,15 @@ class Worker:
     async def run(self) -> None:
         while not self._stopping.is_set():
             batch = await self._pull()
+            self._progress()
             if batch:
                 await self.run_batch(batch)
+                self._progress()
+
+    def _progress(self) -> None:
+        # A heartbeat for liveness alerts: a loop that stops pulling stops calling this.
+        if self._on_progress is not None:
+            self._on_progress()
 
     async def _pull(self) -> list[Delivery]:
         try:

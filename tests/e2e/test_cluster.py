@@ -550,6 +550,9 @@ def test_redis_restart_under_traffic(cluster: Cluster) -> None:
         if all(a > b for a, b in zip(after, before, strict=True)):
             break
         assert time.monotonic() < deadline, f"idle workers after the restart: {before} -> {after}"
+    # Their liveness heartbeat is fresh (the gauge an alert would watch).
+    for w in workers:
+        assert time.time() - metric(w.port, "verifier_worker_progress_timestamp_seconds") < 30
 
 
 def test_sigterm_drains_under_load(cluster: Cluster) -> None:

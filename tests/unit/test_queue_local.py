@@ -513,3 +513,21 @@ async def test_worker_outlives_a_stray_cancellation_but_not_a_real_one(
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(run, 1)
     await queue.close()
+
+
+async def test_worker_reports_progress_while_idle_and_after_batches(
+    queue: LocalQueue, settings: QueueSettings
+) -> None:
+    beats: list[float] = []
+    worker = Worker(
+        queue, counting_handler([]), settings, on_progress=lambda: beats.append(1), block_ms=10
+    )
+    run = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.1)
+    idle = len(beats)
+    assert idle >= 3  # every empty pull is a heartbeat
+    assert (await queue.submit(make_job())).ok
+    await asyncio.sleep(0.05)
+    worker.stop()
+    await asyncio.wait_for(run, 1)
+    assert len(beats) > idle
