@@ -57,49 +57,40 @@ def _close(fd: int) -> None:
         os.close(fd)
 
 
-def _start_time(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (clock ticks since boot), None if the process is gone."""
+def proc_stat(pid: int | str) -> list[str] | None:
+    """Fields 3.. of /proc/<pid>/stat (state, ppid, ...; start time at [19]); None if gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: split after its last ")".
-    return int(stat.rpartition(")")[2].split()[19])
+    return stat.rpartition(")")[2].split()
 
 
-def _children(parent: int) -> dict[int, int]:
+def children(parent: int) -> dict[int, int]:
     """pid -> start time of the live children of ``parent``."""
     found: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if int(fields[1]) == parent:  # field 4, ppid
+        fields = proc_stat(entry.name) if entry.name.isdigit() else None
+        if fields is not None and int(fields[1]) == parent:
             found[int(entry.name)] = int(fields[19])
     return found
 
 
-def watch(parent: int, stream: int = 0) -> list[int]:
-    """Track ``parent``'s children until ``stream`` reaches EOF; kill them; return their pids."""
+def watch(parent: int, stream: int = 0) -> None:
+    """Track ``parent``'s children until ``stream`` reaches EOF, then kill them."""
     seen: dict[int, int] = {}
     while True:
-        seen.update(_children(parent))
+        seen.update(children(parent))
         ready, _, _ = select.select([stream], [], [], POLL_S)
         if ready and not os.read(stream, 4096):
             break
     seen.pop(os.getpid(), None)
-    killed = []
     for pid, started in seen.items():
-        if _start_time(pid) == started:
-            try:
+        fields = proc_stat(pid)
+        if fields is not None and int(fields[19]) == started:  # not a reused pid
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                continue
-            killed.append(pid)
-    return killed
 
 
 if __name__ == "__main__":

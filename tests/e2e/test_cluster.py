@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from service.engine import reaper
 from tests.conftest import ROOT, _free_port
 
 pytestmark = pytest.mark.timeout(900)
@@ -254,21 +255,17 @@ def busy_worker(cluster: Cluster, timeout: float = 60) -> Proc:
 
 
 def children_of(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rpartition(")")[2].split()
-            if int(fields[1]) == pid and "reaper" not in (stat.parent / "cmdline").read_text():
-                found.append(int(stat.parent.name))
-    return found
+    """The worker's children but its reaper (the engine core, vLLM's resource tracker)."""
+    return [
+        child
+        for child in reaper.children(pid)
+        if "reaper" not in Path(f"/proc/{child}/cmdline").read_text(errors="replace")
+    ]
 
 
 def pid_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"  # a zombie is dead; only its exit status waits to be collected
+    fields = reaper.proc_stat(pid)
+    return fields is not None and fields[0] != "Z"  # a zombie is dead, only not yet collected
 
 
 def fire(
@@ -518,7 +515,11 @@ def test_redis_restart_under_traffic(cluster: Cluster) -> None:
 
     with ThreadPoolExecutor(16) as pool:
         clients = [pool.submit(client, n) for n in range(16)]
+        warm = time.monotonic() + 120
         while sum(r[0] == 200 for r in results) < 16:
+            if time.monotonic() > warm:
+                stop.set()
+                raise AssertionError(f"no traffic before the kill: {results[:5]}")
             time.sleep(0.1)
         killed = time.monotonic()
         cluster.stop_redis()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from service.engine.reaper import POLL_S
+from service.engine.reaper import POLL_S, proc_stat
 from tests.conftest import ROOT
 
 pytestmark = [
@@ -35,11 +35,8 @@ OWNER = textwrap.dedent(
 
 
 def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[0] != "Z"  # zombies are dead
-    except OSError:
-        return False
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"  # zombies are dead
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10) -> bool:
