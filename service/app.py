@@ -10,17 +10,20 @@ model-using request goes through the job queue: local (asyncio) by default, Redi
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator
+import sys
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api import health, judge, rerank, split
@@ -38,6 +41,10 @@ from service.serving.services import JobRunner, Services
 from service.telemetry import Metrics
 
 logger = logging.getLogger(__name__)
+
+# `verifier worker` metrics ports when none is set: the first free one of these.
+METRICS_PORT = 9101
+METRICS_PORTS = 100
 
 PROBE = OutcomeRequest(question="What is 2 + 2?", response="2 + 2 = 4. The answer is 4.")
 
@@ -85,7 +92,11 @@ async def start_services(settings: Settings) -> Services:
 
 
 def make_worker(
-    settings: Settings, queue: JobQueue, services: Services, metrics: Metrics
+    settings: Settings,
+    queue: JobQueue,
+    services: Services,
+    metrics: Metrics,
+    on_stall: Callable[[str], None] | None = None,
 ) -> Worker:
     runner = JobRunner(services, metrics, settings.queue.fault_crash_kind)
     return Worker(
@@ -94,6 +105,8 @@ def make_worker(
         settings.queue,
         on_batch=metrics.record_batch,
         on_progress=metrics.record_progress,
+        on_inflight=metrics.worker_inflight.set,
+        on_stall=on_stall,
     )
 
 
@@ -102,7 +115,13 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
     try:
         if run_worker:
             state.services = await start_services(state.settings)
-            worker = make_worker(state.settings, state.queue, state.services, state.metrics)
+            worker = make_worker(
+                state.settings,
+                state.queue,
+                state.services,
+                state.metrics,
+                on_stall=lambda reason: _worker_failed(state, reason),
+            )
             state.worker = worker
             task = asyncio.create_task(worker.run(), name="worker")
             task.add_done_callback(lambda _: _worker_ended(state, worker))
@@ -119,7 +138,45 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
 def _worker_ended(state: AppState, worker: Worker) -> None:
     # A worker that gave up (wedged engine) takes the process out of rotation: /ready 503.
     if worker.failure is not None:
-        state.status, state.detail = "failed", f"worker stopped: {worker.failure}"
+        _worker_failed(state, worker.failure)
+
+
+def _worker_failed(state: AppState, reason: str) -> None:
+    state.status, state.detail = "failed", f"worker stopped: {reason}"
+
+
+def _exit_stalled(reason: str) -> None:
+    """A worker process whose loop hung exits at once: its supervisor restarts it, other
+    workers reclaim its jobs, and the reaper ends its engine."""
+    logger.critical("worker loop stalled (%s); exiting 1", reason)
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def start_metrics_server(port: int | None, registry: CollectorRegistry) -> int | None:
+    """Serve ``registry`` on ``port``; None takes the first free port from 9101; 0 is off."""
+    from prometheus_client import start_http_server
+
+    if port == 0:
+        return None
+    candidates = [port] if port is not None else range(METRICS_PORT, METRICS_PORT + METRICS_PORTS)
+    for candidate in candidates:
+        try:
+            start_http_server(candidate, registry=registry)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            continue
+        return candidate
+    if port is not None:
+        raise SystemExit(
+            f"error: port {port} of VERIFIER_QUEUE__WORKER_METRICS_PORT is in use; pick "
+            "another, or unset it to take the first free port from 9101"
+        )
+    raise SystemExit(
+        f"error: ports {METRICS_PORT}-{METRICS_PORT + METRICS_PORTS - 1} are all in use; set "
+        "VERIFIER_QUEUE__WORKER_METRICS_PORT"
+    )
 
 
 @asynccontextmanager
@@ -210,25 +267,23 @@ async def run_worker_process(settings: Settings) -> int:
     SIGUSR1/SIGUSR2 dump thread/task stacks. Returns the exit code: 0 after a drain, 1 when
     the worker gave up on a wedged engine (a supervisor restarts it).
     """
-    from prometheus_client import start_http_server
-
     if not settings.redis_url:
         raise SystemExit("verifier worker needs VERIFIER_REDIS_URL (the API and workers share it)")
     loop = asyncio.get_running_loop()
     install_dump_signals(loop)
     metrics = Metrics()
-    if settings.queue.worker_metrics_port:
-        start_http_server(settings.queue.worker_metrics_port, registry=metrics.registry)
+    port = start_metrics_server(settings.queue.worker_metrics_port, metrics.registry)
+    logger.info("worker %s metrics on port %s", consumer_name("worker"), port or "(off)")
     queue = make_queue(settings, "worker")
     metrics.watch_queue(queue)
     services = await start_services(settings)
-    worker = make_worker(settings, queue, services, metrics)
+    worker = make_worker(settings, queue, services, metrics, on_stall=_exit_stalled)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
     watchdog = None
     if settings.queue.worker_stall_s:
         watchdog = asyncio.create_task(watch_loop(settings.queue.worker_stall_s), name="watchdog")
-    logger.info("worker %s ready", consumer_name("worker"))
+    logger.info("worker %s ready (metrics port %s)", consumer_name("worker"), port or "off")
     try:
         await worker.run()
     finally:

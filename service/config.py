@@ -29,7 +29,11 @@ class EngineSettings(BaseModel):
         description="Local HF folder or hub id; empty = the embedded SmolLM2-135M-Instruct.",
     )
     served_model_name: str = Field(default="", description="Name shown in /v1/models.")
-    dtype: str = "bfloat16"
+    dtype: str = Field(
+        default="auto",
+        description="'auto': bfloat16 on a CPU with native bf16 (AVX512-BF16 or AMX), float32 "
+        "on other CPUs (bf16 is emulated there, ~5x slower), the model's own on GPU.",
+    )
     max_model_len: int = Field(default=4096, ge=256)
     enforce_eager: bool = Field(
         default=True, description="Eager starts in ~18 s; compiled in ~98 s but runs ~25% faster."
@@ -70,15 +74,35 @@ class QueueSettings(BaseModel):
     """Batching and delivery (local queue, or Redis Streams when VERIFIER_REDIS_URL is set)."""
 
     key_prefix: str = Field(default="verifier:", description="Prefix of every Redis key.")
-    max_batch_jobs: int = Field(default=32, ge=1)
-    max_batch_tokens: int = Field(default=65_536, ge=1, description="Estimated tokens per batch.")
+    max_batch_jobs: int = Field(default=32, ge=1, description="Jobs per pull.")
+    max_batch_tokens: int = Field(default=65_536, ge=1, description="Estimated tokens per pull.")
+    max_inflight_jobs: int = Field(
+        default=64, ge=1, description="A worker pulls more only while it runs fewer jobs."
+    )
+    max_inflight_tokens: int = Field(
+        default=131_072,
+        ge=1,
+        description="... and while their estimated tokens are below this (soft by one job).",
+    )
     batch_wait_ms: int = Field(default=5, ge=0, description="Wait for more jobs after the first.")
     max_queue_depth: int = Field(default=1024, ge=1, description="Above it: 429 + Retry-After.")
     result_ttl_s: int = Field(default=600, ge=1)
     claim_idle_ms: int = Field(default=30_000, ge=100, description="Reclaim jobs idle this long.")
     max_deliveries: int = Field(default=3, ge=1, description="Then the job is dead-lettered.")
     redis_timeout_s: float = Field(default=2.0, gt=0, description="Socket timeout to Redis.")
-    worker_metrics_port: int = Field(default=9101, ge=0, le=65535)
+    worker_metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="`verifier worker`'s /metrics port. None: the first free port from 9101 "
+        "(several workers per host); 0: off; a port: that one, or a one-line error if taken.",
+    )
+    stuck_grace_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A job still running this long after its deadline, or a worker loop "
+        "silent this long, takes the worker out of service (its process exits 1).",
+    )
     worker_stall_s: float = Field(
         default=120.0,
         ge=0,

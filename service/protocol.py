@@ -173,6 +173,10 @@ class ModelCard(BaseModel):
     owned_by: str = "verifier-service"
     max_model_len: int
     root: str
+    device: str | None = Field(default=None, description="cpu or cuda, once the engine runs.")
+    dtype: str | None = Field(
+        default=None, description="The engine's dtype (what `dtype=auto` resolved to)."
+    )
 
 
 class ModelList(BaseModel):

@@ -95,6 +95,9 @@ class Metrics:
             "Unix time this process's worker loop last pulled or finished a batch (0: no worker)",
             registry=r,
         )
+        self.worker_inflight = Gauge(
+            "verifier_worker_inflight_jobs", "Jobs this process's worker is running", registry=r
+        )
         self._queues: list[object] = []
         self.registry.register(_QueueCounters(self._queues))
 

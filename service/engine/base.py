@@ -108,6 +108,7 @@ class ModelInfo:
     path: str
     max_model_len: int
     device: str
+    dtype: str = "auto"
 
 
 class Engine(Protocol):

@@ -26,6 +26,7 @@ from service.engine.base import (
     SlotLogits,
     TokenUsage,
 )
+from service.engine.device import detect_device, resolve_dtype
 from service.engine.reaper import start_reaper
 from service.errors import EngineFailure
 from service.scoring.outcome import rationale_finish
@@ -65,12 +66,6 @@ def configure_vllm_env(settings: Settings, device: str) -> None:
         os.environ.setdefault(key, value)
 
 
-def detect_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def label_variant_ids(tokenizer: Tokenizer, label: str) -> list[int]:
     """Single-token ids that spell ``label`` (e.g. "1" and, where it exists, " 1")."""
     ids: list[int] = []
@@ -86,6 +81,13 @@ def label_variant_ids(tokenizer: Tokenizer, label: str) -> list[int]:
 def _logsumexp(values: Sequence[float]) -> float:
     top = max(values)
     return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def _engine_dtype(llm: Any, requested: str) -> str:
+    """The dtype vLLM settled on (it resolves 'auto' on GPU from the model's config)."""
+    config = getattr(llm, "model_config", None)
+    dtype = getattr(config, "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else requested
 
 
 def _usage(out: RequestOutput) -> TokenUsage:
@@ -117,10 +119,11 @@ class VLLMEngine:
         from vllm import AsyncEngineArgs, AsyncLLMEngine
 
         cfg = settings.engine
+        dtype = resolve_dtype(cfg.dtype, device)
         args = AsyncEngineArgs(
             model=model,
             tokenizer=model,
-            dtype=cfg.dtype,  # type: ignore[arg-type]
+            dtype=dtype,  # type: ignore[arg-type]
             max_model_len=cfg.max_model_len,
             enforce_eager=cfg.enforce_eager,
             enable_prefix_caching=cfg.enable_prefix_caching,
@@ -132,8 +135,14 @@ class VLLMEngine:
             tensor_parallel_size=cfg.tensor_parallel_size,
         )
         llm = AsyncLLMEngine.from_engine_args(args)
+        dtype = _engine_dtype(llm, dtype)
+        logger.info("engine on %s with dtype %s (setting: %s)", device, dtype, cfg.dtype)
         info = ModelInfo(
-            name=settings.model_name, path=model, max_model_len=cfg.max_model_len, device=device
+            name=settings.model_name,
+            path=model,
+            max_model_len=cfg.max_model_len,
+            device=device,
+            dtype=dtype,
         )
         return cls(llm, llm.get_tokenizer(), info)
 

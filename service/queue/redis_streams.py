@@ -138,7 +138,7 @@ class RedisQueue:
 
     ``consumer`` must be unique per worker process (it owns the entries it reads), and one
     worker loop pulls per instance (held-back entries are per instance state); any number
-    of tasks may call ``submit`` concurrently.
+    of tasks may call ``submit``, ``complete`` and ``renew`` concurrently.
     Counters for the metrics layer: ``dropped_expired``, ``redelivered``, ``dead``,
     ``duplicate_results``.
     """
@@ -474,8 +474,12 @@ class RedisQueue:
                 keys=[self.keys.stream], args=[GROUP, self._consumer, *ids]
             )
         if int(renewed) < len(ids):
-            logger.warning(
-                "%d of %d jobs were reclaimed by other workers", len(ids) - int(renewed), len(ids)
+            # Completed since the worker listed them, or reclaimed by another worker.
+            logger.info(
+                "%d of %d jobs to renew are no longer pending for %s",
+                len(ids) - int(renewed),
+                len(ids),
+                self._consumer,
             )
 
     # -- housekeeping -----------------------------------------------------------------

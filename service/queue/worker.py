@@ -1,20 +1,35 @@
-"""The worker loop: pull a batch, run its handlers concurrently, complete every job.
+"""The worker loop: keep the engine fed, answer each job the moment it is done.
 
-Every pulled job gets exactly one ``complete()`` call (success, handler error, deadline or
-bad output), so no caller waits for a job a live worker has dropped. ``stop()`` drains:
-the loop stops pulling, finishes the batch in hand, completes it and ``run()`` returns.
-A batch whose handler outlives its deadline by ``STUCK_GRACE_S`` (it ignored cancellation:
-the engine is wedged) is answered with 504 and the worker stops with ``failure`` set, so
-its process exits and is restarted instead of holding (and renewing) jobs forever.
+vLLM batches continuously, so the worker does not wait for a whole batch: it pulls whenever its
+in-flight jobs and their estimated tokens are under ``queue.max_inflight_jobs`` /
+``queue.max_inflight_tokens``, starts each job at once and completes it when it finishes. A
+direct judgment that arrives behind long rationales therefore joins the engine's running batch
+instead of waiting for them.
+
+Every pulled job gets exactly one ``complete()`` call (success, handler error, deadline or bad
+output). ``stop()`` drains: no new pulls, the jobs in flight finish and are completed, then
+``run()`` returns.
+
+Nothing here is stopped by cancellation alone (a timeout inside a library can swallow it):
+helper loops (renewal, watchdog) stop on an event, and every await on a cleanup path is
+bounded. Two faults take the worker out of service with ``failure`` set, so that its process
+exits and a supervisor restarts it while other workers reclaim its jobs:
+
+- a job still running ``queue.stuck_grace_s`` after its deadline (its handler ignored the
+  cancellation: the engine is wedged) is answered 504;
+- the pull loop itself made no progress for ``stuck_grace_s`` past the latest deadline it may
+  legitimately wait for: its task stacks are logged and ``on_stall`` runs (the worker process
+  exits 1 there).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from service.config import QueueSettings
 from service.diagnostics import log_tasks
@@ -29,25 +44,33 @@ BatchHook = Callable[[int, int], None]
 DEFAULT_BLOCK_MS = 500
 # Pause after the queue backend failed, so a Redis outage does not become a busy loop.
 BACKOFF_S = 0.5
-# A handler still running this long after its job's deadline ignored its cancellation:
-# the engine is wedged, and the worker gives up rather than hold the batch forever.
-STUCK_GRACE_S = 30.0
+# How often the watchdog looks at the jobs in flight and at the loop's progress.
+WATCH_INTERVAL_S = 1.0
+# Bound on the awaits that end run(): helper loops see their event within one interval.
+CLEANUP_TIMEOUT_S = 5.0
+
+
+@dataclass(eq=False)
+class _InFlight:
+    delivery: Delivery
+    task: asyncio.Task[None]
+    answered: bool = False  # set once complete() was called for it
 
 
 class Worker:
-    """Runs ``handler`` on batches pulled from ``queue``.
+    """Runs ``handler`` on jobs pulled from ``queue``, many at once.
 
     Example::
 
-        worker = Worker(queue, handler, settings.queue, on_batch=metrics.observe_batch)
+        worker = Worker(queue, handler, settings.queue, on_batch=metrics.record_batch)
         task = asyncio.create_task(worker.run())
         ...
         worker.stop()
-        await task  # returns once the current batch is completed
+        await task  # returns once the jobs in flight are completed
 
-    A handler's ``ServiceError`` becomes an outcome with its own status and type; any
-    other exception becomes ``500 internal_error``. A handler still running at its job's
-    deadline is cancelled (nobody waits for it) and reported as ``504``.
+    A handler's ``ServiceError`` becomes an outcome with its own status and type; any other
+    exception becomes ``500 internal_error``. A handler still running at its job's deadline is
+    cancelled (nobody waits for it) and reported as ``504``.
     """
 
     def __init__(
@@ -58,6 +81,8 @@ class Worker:
         *,
         on_batch: BatchHook | None = None,
         on_progress: Callable[[], None] | None = None,
+        on_stall: Callable[[str], None] | None = None,
+        on_inflight: Callable[[int], None] | None = None,
         block_ms: int = DEFAULT_BLOCK_MS,
     ) -> None:
         self._queue = queue
@@ -65,35 +90,85 @@ class Worker:
         self._settings = settings
         self._on_batch = on_batch
         self._on_progress = on_progress
+        self._on_stall = on_stall
+        self._on_inflight = on_inflight
         self._block_ms = block_ms
-        self._stopping = asyncio.Event()
-        self.batches = 0
-        self.jobs = 0
-        # Set when a batch outlived its deadlines; the worker then stops (see run_batch).
+        self._stopping = asyncio.Event()  # stop pulling (drain)
+        self._finished = asyncio.Event()  # run() is ending: helper loops stop
+        self._freed = asyncio.Event()  # a job left the in-flight set
+        self._inflight: dict[str, _InFlight] = {}
+        self._loop_beat = time.monotonic()
+        self._renewing_since: float | None = None  # monotonic start of a renewal under way
+        # Set when the worker gave up (a wedged job or a stalled loop); its process then exits.
         self.failure: str | None = None
 
+    # -- control ------------------------------------------------------------------------
+
     def stop(self) -> None:
-        """Stop pulling; ``run()`` returns after the current batch is completed."""
+        """Stop pulling; ``run()`` returns after the jobs in flight are completed."""
         self._stopping.set()
 
-    async def run(self) -> None:
-        while not self._stopping.is_set():
-            batch = await self._pull()
-            self._progress()
-            if batch:
-                await self.run_batch(batch)
-                self._progress()
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
 
-    def _progress(self) -> None:
+    async def run(self) -> None:
+        helpers = [asyncio.create_task(self._watch(), name="worker-watchdog")]
+        if isinstance(self._queue, Renewable):
+            helpers.append(
+                asyncio.create_task(self._renew_loop(self._queue), name="worker-renewal")
+            )
+        try:
+            while not self._stopping.is_set():
+                self._beat()
+                jobs, tokens = self._room()
+                if jobs <= 0 or tokens <= 0:
+                    await self._wait(self._freed, self._block_ms / 1000)
+                    continue
+                for delivery in await self._pull(jobs, tokens):
+                    self._start(delivery)
+            await self._drain()
+        except BaseException:
+            for entry in self._inflight.values():
+                entry.task.cancel()  # cancelled from outside: nobody will complete them
+            raise
+        finally:
+            self._finished.set()
+            await _bounded_wait(helpers, CLEANUP_TIMEOUT_S, "worker helper loops")
+
+    def _room(self) -> tuple[int, int]:
+        s = self._settings
+        tokens = sum(f.delivery.job.est_tokens for f in self._inflight.values())
+        jobs = min(s.max_batch_jobs, s.max_inflight_jobs - len(self._inflight))
+        return jobs, min(s.max_batch_tokens, s.max_inflight_tokens - tokens)
+
+    async def _drain(self) -> None:
+        """Wait for the jobs in flight, at most until the latest deadline plus the grace."""
+        while self._inflight:  # the watchdog bounds each job at its deadline plus the grace
+            self._beat()
+            await self._wait(self._freed, WATCH_INTERVAL_S)
+
+    def _beat(self) -> None:
+        self._loop_beat = time.monotonic()
         # A heartbeat for liveness alerts: a loop that stops pulling stops calling this.
         if self._on_progress is not None:
             self._on_progress()
 
-    async def _pull(self) -> list[Delivery]:
+    async def _wait(self, event: asyncio.Event, timeout: float) -> None:
+        """Wait for ``event`` (cleared first) or ``stop()``, at most ``timeout`` seconds."""
+        event.clear()
+        waits = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(self._stopping.wait())]
         try:
-            return await self._queue.pull(
-                self._settings.max_batch_jobs, self._settings.max_batch_tokens, self._block_ms
-            )
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()  # our own plain waits: they cannot swallow it
+
+    # -- pulling --------------------------------------------------------------------------
+
+    async def _pull(self, max_jobs: int, max_tokens: int) -> list[Delivery]:
+        try:
+            batch = await self._queue.pull(max_jobs, max_tokens, self._block_ms)
         except QueueUnavailable as exc:
             logger.warning("job queue unavailable, retrying in %.1f s: %s", BACKOFF_S, exc)
         except asyncio.CancelledError:
@@ -103,74 +178,58 @@ class Worker:
         except Exception:
             # A worker must outlive one bad pull; the traceback goes to the log.
             logger.exception("pulling jobs failed, retrying in %.1f s", BACKOFF_S)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(BACKOFF_S):
-                await self._stopping.wait()
+        else:
+            self._report(batch)
+            return batch
+        await self._wait(asyncio.Event(), BACKOFF_S)
         return []
 
-    async def run_batch(self, batch: Sequence[Delivery]) -> None:
-        """Run one batch and complete each of its jobs."""
-        self.batches += 1
-        self.jobs += len(batch)
-        self._report(batch)
-        renewer = self._start_renewal(batch)
-        tasks = [asyncio.create_task(self._run_one(d.job)) for d in batch]
-        try:
-            cap = max(d.job.deadline for d in batch) - time.time() + STUCK_GRACE_S
-            await asyncio.wait(tasks, timeout=max(cap, 0.0))
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            raise
-        finally:
-            if renewer is not None:
-                renewer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewer
-        outcomes = [self._outcome(task, d.job) for task, d in zip(tasks, batch, strict=True)]
-        await asyncio.gather(*(self._complete(d, o) for d, o in zip(batch, outcomes, strict=True)))
-        if self.failure is not None:
-            self.stop()
-
-    def _outcome(self, task: asyncio.Task[JobOutcome], job: Job) -> JobOutcome:
-        if task.cancelled():
-            # A CancelledError that no deadline of ours raised leaked out of the handler.
-            logger.error("job %s (%s) was cancelled by its handler", job.id, job.kind)
-            return JobOutcome.failure(500, "internal_error", "the job was cancelled")
-        if task.done():
-            return task.result()
-        # Cancelled at its deadline yet still running: something below ignores cancellation.
-        # Its caller has already given up; answer the job and take this worker out of service.
-        self.failure = f"job {job.id} ({job.kind}) ignored its deadline by {STUCK_GRACE_S:.0f} s"
-        log_tasks(f"worker stuck: {self.failure}")
-        msg = f"job {job.id} ({job.kind}) ran past its deadline; the worker is restarting"
-        return JobOutcome.failure(504, "deadline_exceeded", msg)
-
     def _report(self, batch: Sequence[Delivery]) -> None:
-        if self._on_batch is None:
+        if self._on_batch is None or not batch:
             return
         try:
             self._on_batch(len(batch), sum(d.job.est_tokens for d in batch))
         except Exception:
-            logger.exception("on_batch hook failed; the batch runs anyway")
+            logger.exception("on_batch hook failed; the jobs run anyway")
 
-    def _start_renewal(self, batch: Sequence[Delivery]) -> asyncio.Task[None] | None:
-        if not isinstance(self._queue, Renewable):
-            return None
-        return asyncio.create_task(self._renew_loop(self._queue, batch))
+    # -- running one job --------------------------------------------------------------------
 
-    async def _renew_loop(self, queue: Renewable, batch: Sequence[Delivery]) -> None:
-        # Three renewals per idle window: one late renewal still beats the reclaim.
-        interval = self._settings.claim_idle_ms / 3000
-        while True:
-            await asyncio.sleep(interval)
+    def _start(self, delivery: Delivery) -> None:
+        task = asyncio.create_task(self._run_and_complete(delivery), name=f"job-{delivery.handle}")
+        self._inflight[delivery.handle] = _InFlight(delivery, task)
+        self._inflight_changed()
+
+    async def _run_and_complete(self, delivery: Delivery) -> None:
+        try:
             try:
-                await queue.renew(batch)
-            except QueueUnavailable as exc:
-                logger.warning("could not renew %d jobs: %s", len(batch), exc)
-            except Exception:
-                # Keep renewing: a failed renewal must not fail the batch it protects.
-                logger.exception("renewing %d jobs failed", len(batch))
+                outcome = await self._run_one(delivery.job)
+            except asyncio.CancelledError:
+                if _cancelled():
+                    raise  # the watchdog gave up on this job and answered it already
+                # A CancelledError that no deadline of ours raised leaked out of the handler.
+                job = delivery.job
+                logger.error("job %s (%s) was cancelled by its handler", job.id, job.kind)
+                outcome = JobOutcome.failure(500, "internal_error", "the job was cancelled")
+            await self._answer(delivery, outcome)
+        finally:
+            self._release(delivery)
+
+    async def _answer(self, delivery: Delivery, outcome: JobOutcome) -> None:
+        entry = self._inflight.get(delivery.handle)
+        if entry is None or entry.answered:
+            return  # the watchdog gave up on this job and answered it already
+        entry.answered = True
+        await self._complete(delivery, outcome)
+        self._beat()
+
+    def _release(self, delivery: Delivery) -> None:
+        if self._inflight.pop(delivery.handle, None) is not None:
+            self._inflight_changed()
+        self._freed.set()
+
+    def _inflight_changed(self) -> None:
+        if self._on_inflight is not None:
+            self._on_inflight(len(self._inflight))
 
     async def _run_one(self, job: Job) -> JobOutcome:
         deadline = asyncio.timeout(max(0.0, job.deadline - time.time()))
@@ -209,11 +268,113 @@ class Worker:
         if not won:
             logger.debug("job %s already had a result", delivery.job.id)
 
+    # -- helper loops (each stops on self._finished) -------------------------------------
+
+    async def _renew_loop(self, queue: Renewable) -> None:
+        """Keep the jobs in flight claimed; exactly those, re-read on every round."""
+        # Three renewals per idle window: one late renewal still beats the reclaim.
+        interval = self._settings.claim_idle_ms / 3000
+        pending: asyncio.Task[None] | None = None
+        while not self._finished.is_set():
+            await self._wait(self._finished, interval)
+            if self._finished.is_set():
+                break
+            if pending is not None and not pending.done():
+                # The last renewal still hangs (a library may have swallowed its timeout);
+                # never stack a second one on it, and never wait on it here.
+                logger.warning("the previous renewal has not returned; skipping this round")
+                continue
+            deliveries = [f.delivery for f in self._inflight.values() if not f.answered]
+            if deliveries:
+                self._renewing_since = time.monotonic()
+                pending = asyncio.create_task(self._renew(queue, deliveries), name="renew")
+        if pending is not None and not pending.done():
+            pending.cancel()
+
+    async def _renew(self, queue: Renewable, deliveries: Sequence[Delivery]) -> None:
+        try:
+            await queue.renew(deliveries)
+        except QueueUnavailable as exc:
+            logger.warning("could not renew %d jobs: %s", len(deliveries), exc)
+        except BaseException:
+            # Keep renewing: a failed renewal (or one a library cancelled) must not fail the
+            # jobs it protects.
+            logger.exception("renewing %d jobs failed", len(deliveries))
+        finally:
+            self._renewing_since = None
+
+    async def _watch(self) -> None:
+        """Answer wedged jobs with 504 and notice a pull loop that stopped making progress."""
+        grace = self._settings.stuck_grace_s
+        while not self._finished.is_set():
+            await self._wait(self._finished, min(WATCH_INTERVAL_S, grace / 4))
+            if self._finished.is_set():
+                break
+            now = time.time()
+            # Past deadline + grace a job's handler (or its complete()) ignored cancellation.
+            wedged = [f for f in self._inflight.values() if now > f.delivery.job.deadline + grace]
+            if wedged:
+                await self._give_up(wedged)
+            elif self.failure is None:
+                self._check_stall(grace)
+
+    def _check_stall(self, grace: float) -> None:
+        now = time.monotonic()
+        # The loop never waits on a job, only on bounded pulls and waits, so it beats at
+        # least every block_ms plus one pull; silence means an await hung.
+        if now - self._loop_beat > grace:
+            self._stall(f"the worker loop made no progress for {grace:.0f} s")
+        # A renewal that hangs lets other workers reclaim every job in flight here.
+        elif self._renewing_since is not None and now - self._renewing_since > grace:
+            self._stall(f"a renewal has not returned for {grace:.0f} s")
+
+    async def _give_up(self, wedged: list[_InFlight]) -> None:
+        grace = self._settings.stuck_grace_s
+        first = wedged[0].delivery.job
+        reason = f"job {first.id} ({first.kind}) ignored its deadline by {grace:.0f} s"
+        self.failure = self.failure or reason
+        log_tasks(f"worker stuck: {reason}")
+        for entry in wedged:
+            job = entry.delivery.job
+            msg = f"job {job.id} ({job.kind}) ran past its deadline; the worker is restarting"
+            await _bounded(
+                self._answer(entry.delivery, JobOutcome.failure(504, "deadline_exceeded", msg)),
+                self._settings.redis_timeout_s * 3,
+                f"answering wedged job {job.id}",
+            )
+            entry.task.cancel()  # it ignores this, but nothing waits for it any more
+            self._release(entry.delivery)
+        self.stop()
+
+    def _stall(self, reason: str) -> None:
+        self.failure = reason
+        log_tasks(f"worker stalled: {reason}")
+        self.stop()
+        if self._on_stall is not None:
+            self._on_stall(reason)
+
 
 def _cancelled() -> bool:
     """Whether the current task was asked to stop (else a CancelledError is a library's leak)."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+async def _bounded(coro: Coroutine[Any, Any, None], timeout: float, what: str) -> None:
+    """Await ``coro`` in its own task for at most ``timeout`` s; a hung one is left behind."""
+    task = asyncio.ensure_future(coro)
+    await _bounded_wait([task], timeout, what)
+
+
+async def _bounded_wait(tasks: Sequence[asyncio.Future[None]], timeout: float, what: str) -> None:
+    done, hung = await asyncio.wait(tasks, timeout=timeout)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("%s failed", what, exc_info=task.exception())
+    if hung:
+        logger.error("%s did not finish within %.0f s; left behind", what, timeout)
+        for task in hung:
+            task.cancel()
 
 
 def _crashed(job: Job, exc: Exception) -> JobOutcome:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,7 +40,21 @@ QUOTA = 3000
 class Proc:
     popen: subprocess.Popen[bytes]
     log: Path
-    port: int
+    known_port: int | None
+
+    @property
+    def port(self) -> int:
+        """The HTTP port; a worker's metrics port is the one it logged (it picks a free one)."""
+        deadline = time.monotonic() + 60
+        while self.known_port is None:
+            found = re.search(r"metrics on port (\d+)", self.log.read_text())
+            if found:
+                self.known_port = int(found.group(1))
+            elif time.monotonic() > deadline or not self.alive():
+                raise RuntimeError(f"no metrics port in the log:\n{self.log.read_text()[-3000:]}")
+            else:
+                time.sleep(0.2)
+        return self.known_port
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -107,7 +122,7 @@ class Cluster:
         self.redis.kill()
         self.redis.wait()
 
-    def spawn(self, args: list[str], name: str, port: int, extra: dict[str, str]) -> Proc:
+    def spawn(self, args: list[str], name: str, port: int | None, extra: dict[str, str]) -> Proc:
         log = self.tmp / f"{name}.log"
         with log.open("w") as fh:
             popen = subprocess.Popen(
@@ -121,11 +136,8 @@ class Cluster:
         return Proc(popen, log, port)
 
     def start_worker(self) -> Proc:
-        port = _free_port()
-        name = f"worker{len(self.workers)}"
-        proc = self.spawn(
-            ["worker"], name, port, {"VERIFIER_QUEUE__WORKER_METRICS_PORT": str(port)}
-        )
+        # Default settings: each worker on this host takes a free metrics port by itself.
+        proc = self.spawn(["worker"], f"worker{len(self.workers)}", None, {})
         self.workers.append(proc)
         return proc
 
@@ -201,6 +213,8 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             wait_api(api)
         for w in workers:
             wait_worker(w)
+        # Two workers started at once with default settings took two metrics ports.
+        assert workers[0].port != workers[1].port
         c.keys = {t: create_key(c, t) for t in ("alpha", "beta")}
         c.keys["quota"] = create_key(c, "quota", QUOTA)
         yield c
@@ -233,25 +247,44 @@ def metric(port: int, name: str) -> float:
     return total
 
 
+def pending_by_pid(cluster: Cluster) -> dict[int, int]:
+    """Pending (delivered, unacked) entries per worker pid, read with XPENDING."""
+    stream = cluster.env["VERIFIER_QUEUE__KEY_PREFIX"] + "jobs"
+    out = subprocess.run(
+        ["redis-cli", "-p", str(cluster.redis_port), "--json", "XPENDING", stream, "workers"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    summary = json.loads(out) if out.startswith("[") else []
+    consumers = summary[3] if len(summary) > 3 and summary[3] else []
+    return {int(str(name).rsplit("-", 1)[-1]): int(count) for name, count in consumers}
+
+
 def busy_worker(cluster: Cluster, timeout: float = 60) -> Proc:
     """A live worker that holds pending jobs right now (found through XPENDING)."""
-    stream = cluster.env["VERIFIER_QUEUE__KEY_PREFIX"] + "jobs"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = subprocess.run(
-            ["redis-cli", "-p", str(cluster.redis_port), "--json", "XPENDING", stream, "workers"],
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        summary = json.loads(out) if out.startswith("[") else []
-        consumers = summary[3] if len(summary) > 3 and summary[3] else []
-        for consumer, count in consumers:
-            pid = int(str(consumer).rsplit("-", 1)[-1])
-            for w in cluster.live_workers():
-                if w.popen.pid == pid and int(count) > 0:
-                    return w
+        pending = pending_by_pid(cluster)
+        for w in cluster.live_workers():
+            if pending.get(w.popen.pid, 0) > 0:
+                return w
         time.sleep(0.02)
     raise RuntimeError("no worker held pending jobs")
+
+
+def freeze_busy_worker(cluster: Cluster, timeout: float = 60) -> tuple[Proc, int]:
+    """SIGSTOP a worker that still holds pending jobs *while stopped* (checked after the stop,
+    since on a slow CPU a worker found busy may finish its jobs before the signal lands)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        worker = busy_worker(cluster, timeout)
+        worker.signal(signal.SIGSTOP)
+        held = pending_by_pid(cluster).get(worker.popen.pid, 0)
+        if held > 0:
+            return worker, held
+        worker.signal(signal.SIGCONT)
+        time.sleep(0.01)
+    raise RuntimeError("no worker held pending jobs once stopped")
 
 
 def children_of(pid: int) -> list[int]:
@@ -425,8 +458,8 @@ def test_stopped_worker_jobs_answered_exactly_once(cluster: Cluster) -> None:
     key = cluster.keys["alpha"]
     with ThreadPoolExecutor(32) as pool:
         futures = [pool.submit(judge, cluster.url, key, 7000 + i) for i in range(64)]
-        frozen = busy_worker(cluster)
-        frozen.signal(signal.SIGSTOP)
+        frozen, held = freeze_busy_worker(cluster)
+        assert held > 0  # the precondition: the stopped worker holds jobs the other must take
         other = next(w for w in workers if w is not frozen)
         time.sleep(CLAIM_IDLE_MS / 1000 * 2.5)
         frozen.signal(signal.SIGCONT)

@@ -32,6 +32,13 @@ def test_health_ready_models(server: Any) -> None:
     assert ready.json()["status"] == "ready"
     models = httpx.get(server.url + "/v1/models").json()
     assert models["data"][0]["id"] == "SmolLM2-135M-Instruct"
+    # dtype=auto resolved for this CPU, shown and logged (the test env sets no dtype).
+    from service.engine.device import resolve_dtype
+
+    card = models["data"][0]
+    assert card["device"] == "cpu"
+    assert card["dtype"] == resolve_dtype("auto", "cpu")
+    assert f"with dtype {card['dtype']} (setting: auto)" in server.log.read_text()
 
 
 def test_openapi_lists_the_contract(server: Any) -> None:
