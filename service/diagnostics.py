@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import faulthandler
 import io
 import logging
@@ -40,15 +41,19 @@ def install_dump_signals(loop: asyncio.AbstractEventLoop) -> None:
     loop.add_signal_handler(signal.SIGUSR2, log_tasks, "SIGUSR2")
 
 
-async def watch_loop(stall_s: float) -> None:
-    """Re-arm faulthandler's exit timer about every second, forever (run it as a task).
+async def watch_loop(stall_s: float, stop: asyncio.Event | None = None) -> None:
+    """Re-arm faulthandler's exit timer about every second until ``stop`` is set (run it as a
+    task).
 
     faulthandler's timer runs in a C thread, so it fires even when this loop is stuck in
-    a blocking call. Cancel the task to disarm it.
+    a blocking call. Setting ``stop`` (or cancelling the task) disarms it.
     """
+    stop = stop or asyncio.Event()
     try:
-        while True:
+        while not stop.is_set():
             faulthandler.dump_traceback_later(stall_s, exit=True)
-            await asyncio.sleep(min(HEARTBEAT_S, stall_s / 4))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(HEARTBEAT_S, stall_s / 4)):
+                    await stop.wait()
     finally:
         faulthandler.cancel_dump_traceback_later()

@@ -62,10 +62,12 @@ def test_watchdog_stays_quiet_while_the_loop_runs() -> None:
         from service.diagnostics import watch_loop
 
         async def main():
-            dog = asyncio.create_task(watch_loop(0.5))
+            stop = asyncio.Event()
+            dog = asyncio.create_task(watch_loop(0.5, stop))
             await asyncio.sleep(1.5)  # three stall windows, loop alive throughout
-            dog.cancel()
-            await asyncio.sleep(1.0)  # cancelled: disarmed, no late exit
+            stop.set()
+            await asyncio.wait_for(dog, 1)  # it ends on the event
+            await asyncio.sleep(1.0)  # disarmed: no late exit
             print("ok")
 
         asyncio.run(main())
