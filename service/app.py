@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.aio import bounded, wait_bounded
 from service.api import health, judge, rerank, split
 from service.api.deps import AppState
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
@@ -37,11 +38,13 @@ from service.protocol import OutcomeRequest
 from service.queue.base import JobQueue
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
+from service.serving.cache import JudgmentStore, MemoryStore
 from service.serving.services import JobRunner, Services
 from service.telemetry import Metrics
 
 logger = logging.getLogger(__name__)
 
+CLOSE_TIMEOUT_S = 5.0
 # `verifier worker` metrics ports when none is set: the first free one of these.
 METRICS_PORT = 9101
 METRICS_PORTS = 100
@@ -78,14 +81,31 @@ def _start_engine(settings: Settings) -> Engine:
     return VLLMEngine.start(settings, resolve_model(settings))
 
 
-async def start_services(settings: Settings) -> Services:
+def make_judgment_store(settings: Settings) -> JudgmentStore | None:
+    """The judgment cache's store: Redis (shared by every worker) when configured."""
+    cfg = settings.cache
+    if not cfg.enabled:
+        return None
+    if settings.redis_url:
+        from service.redis_client import connect
+        from service.serving.cache import RedisStore
+
+        redis = connect(settings.redis_url, settings.queue.redis_timeout_s)
+        return RedisStore(redis, settings.queue.key_prefix, cfg.max_entries, cfg.ttl_s)
+    return MemoryStore(cfg.max_entries, cfg.ttl_s)
+
+
+async def start_services(settings: Settings, metrics: Metrics | None = None) -> Services:
     """Prepare the model, start the engine, score a probe judgment."""
     engine = await asyncio.to_thread(_start_engine, settings)
-    services = Services.build(engine, settings.model_name)
+    store = make_judgment_store(settings)
+    if store is not None and metrics is not None:
+        metrics.watch_cache(store)
+    services = Services.build(engine, settings.model_name, store)
     try:
-        probe = await services.outcome.judge(PROBE)
+        probe = await services.outcome.judge(PROBE.model_copy(update={"cache": False}))
     except Exception:
-        await engine.shutdown()
+        await services.close()
         raise
     logger.info("engine ready; probe score %.4f", probe.score)
     return services
@@ -114,7 +134,7 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
     assert state.queue is not None
     try:
         if run_worker:
-            state.services = await start_services(state.settings)
+            state.services = await start_services(state.settings, state.metrics)
             worker = make_worker(
                 state.settings,
                 state.queue,
@@ -195,16 +215,21 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 async def _shutdown(state: AppState) -> None:
+    """Drain the worker, then close everything; every step is bounded."""
+    settings = state.settings
     if state.worker is not None:
-        state.worker.stop()  # drain: finish and complete the batch in hand
-    await asyncio.gather(*state.tasks, return_exceptions=True)
+        state.worker.stop()  # drain: finish and complete the jobs in flight
+    if state.tasks:
+        # The worker's watchdog ends every job by its deadline plus the grace.
+        drain_s = settings.limits.request_timeout_s + settings.queue.stuck_grace_s + 5
+        await wait_bounded(list(state.tasks), drain_s, "draining the worker")
     if state.services is not None:
-        await state.services.engine.shutdown()
+        await state.services.close()  # the engine's shutdown is bounded inside
         state.services = None
     if state.queue is not None:
-        await state.queue.close()
+        await bounded(state.queue.close(), CLOSE_TIMEOUT_S, "closing the queue")
     if state.redis is not None:
-        await state.redis.aclose()
+        await bounded(state.redis.aclose(), CLOSE_TIMEOUT_S, "closing Redis")
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -276,21 +301,24 @@ async def run_worker_process(settings: Settings) -> int:
     logger.info("worker %s metrics on port %s", consumer_name("worker"), port or "(off)")
     queue = make_queue(settings, "worker")
     metrics.watch_queue(queue)
-    services = await start_services(settings)
+    services = await start_services(settings, metrics)
     worker = make_worker(settings, queue, services, metrics, on_stall=_exit_stalled)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
-    watchdog = None
+    done = asyncio.Event()
+    watchdogs = []
     if settings.queue.worker_stall_s:
-        watchdog = asyncio.create_task(watch_loop(settings.queue.worker_stall_s), name="watchdog")
+        stall_s = settings.queue.worker_stall_s
+        watchdogs.append(asyncio.create_task(watch_loop(stall_s, done), name="watchdog"))
     logger.info("worker %s ready (metrics port %s)", consumer_name("worker"), port or "off")
     try:
         await worker.run()
     finally:
-        if watchdog is not None:
-            watchdog.cancel()
-        await services.engine.shutdown()
-        await queue.close()
+        done.set()  # the watchdog disarms and ends on its own (bounded: it wakes every second)
+        if watchdogs:
+            await wait_bounded(watchdogs, CLOSE_TIMEOUT_S, "the loop watchdog")
+        await services.close()
+        await bounded(queue.close(), CLOSE_TIMEOUT_S, "closing the queue")
     if worker.failure is not None:
         logger.error("worker stopped: %s", worker.failure)
         return 1

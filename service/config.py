@@ -114,6 +114,14 @@ class QueueSettings(BaseModel):
     )
 
 
+class CacheSettings(BaseModel):
+    """The judgment cache (Redis when VERIFIER_REDIS_URL is set, else in the worker's memory)."""
+
+    enabled: bool = True
+    ttl_s: int = Field(default=3600, ge=1, description="How long a judgment is kept.")
+    max_entries: int = Field(default=100_000, ge=1, description="Oldest evicted beyond this.")
+
+
 class Settings(BaseSettings):
     """Every setting of the service. See the README's settings table."""
 
@@ -133,6 +141,7 @@ class Settings(BaseSettings):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     queue: QueueSettings = Field(default_factory=QueueSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
 
     @model_validator(mode="after")

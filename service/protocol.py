@@ -51,6 +51,9 @@ class Usage(BaseModel):
     cached_tokens: int = 0
     total_tokens: int = 0
     engine_calls: int = 0
+    cached_judgments: int = Field(
+        default=0, description="Judgments answered from the judgment cache (no tokens spent)."
+    )
 
     @classmethod
     def of(cls, usage: TokenUsage) -> Usage:
@@ -60,6 +63,7 @@ class Usage(BaseModel):
             cached_tokens=usage.cached_tokens,
             total_tokens=usage.total_tokens,
             engine_calls=usage.engine_calls,
+            cached_judgments=usage.cached_judgments,
         )
 
 
@@ -108,6 +112,11 @@ class JudgeOptions(BudgetOptions):
         description="Rationale sampling temperature; default 0 for one sample, 0.7 for several.",
     )
     seed: int | None = Field(default=None, description="Base seed; sample i uses seed + i.")
+    cache: bool = Field(
+        default=True,
+        description="Answer identical judgments (greedy or seeded) from the judgment cache; "
+        "false scores every judgment afresh.",
+    )
 
     @model_validator(mode="after")
     def _samples_need_reasoning(self) -> JudgeOptions:

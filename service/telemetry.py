@@ -32,6 +32,7 @@ TOKEN_BUCKETS = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536, 262144)
 WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 QUEUE_COUNTERS = ("redelivered", "dead", "dropped_expired", "duplicate_results")
+CACHE_COUNTERS = ("hits", "misses", "evictions")
 
 
 class Metrics:
@@ -99,7 +100,9 @@ class Metrics:
             "verifier_worker_inflight_jobs", "Jobs this process's worker is running", registry=r
         )
         self._queues: list[object] = []
-        self.registry.register(_QueueCounters(self._queues))
+        self._caches: list[object] = []
+        self.registry.register(_Counters("verifier_jobs", QUEUE_COUNTERS, self._queues))
+        self.registry.register(_Counters("verifier_judgment_cache", CACHE_COUNTERS, self._caches))
 
     def record_usage(self, endpoint: str, model: str, usage: UsageLike) -> None:
         self.eval_tokens.labels(endpoint, model, "prompt").inc(usage.prompt_tokens)
@@ -119,20 +122,29 @@ class Metrics:
         """Export a queue's plain int counters (read at scrape time, so never stale)."""
         self._queues.append(queue)
 
+    def watch_cache(self, store: object) -> None:
+        """Export a judgment store's hits, misses and evictions (read at scrape time)."""
+        self._caches.append(store)
+
     def render(self) -> bytes:
         """Our metrics, then the process-wide registry (vLLM's engine metrics live there)."""
         return generate_latest(self.registry) + generate_latest(REGISTRY)
 
 
-class _QueueCounters(Collector):
-    """verifier_jobs_{redelivered,dead,dropped_expired,duplicate_results}_total."""
+class _Counters(Collector):
+    """``<prefix>_<name>_total`` summed over the plain int attributes of watched objects:
+    verifier_jobs_{redelivered,dead,dropped_expired,duplicate_results}_total and
+    verifier_judgment_cache_{hits,misses,evictions}_total."""
 
-    def __init__(self, queues: list[object]) -> None:
-        self._queues = queues
+    def __init__(self, prefix: str, names: tuple[str, ...], sources: list[object]) -> None:
+        self._prefix = prefix
+        self._names = names
+        self._sources = sources
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        for name in QUEUE_COUNTERS:
-            total = sum(int(getattr(q, name, 0)) for q in self._queues)
+        what = self._prefix.removeprefix("verifier_").replace("_", " ")
+        for name in self._names:
+            total = sum(int(getattr(s, name, 0)) for s in self._sources)
             yield CounterMetricFamily(
-                f"verifier_jobs_{name}", f"Jobs {name.replace('_', ' ')}", value=total
+                f"{self._prefix}_{name}", f"{what} {name.replace('_', ' ')}", value=total
             )

@@ -10,11 +10,17 @@ import pytest
 # transformers resolves paths against the working directory at import time; import it while
 # the session's directory is certainly there.
 import transformers  # noqa: F401
+from hypothesis import settings as hypothesis_settings
 
 from service.config import Settings
 from service.engine.models import prepare_default_model
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Property tests check logic, not speed: hypothesis' 200 ms per-example deadline failed them
+# while an engine or a cluster test loaded both cores.
+hypothesis_settings.register_profile("verifier", deadline=None)
+hypothesis_settings.load_profile("verifier")
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ class TokenUsage:
     generated_tokens: int = 0
     cached_tokens: int = 0
     engine_calls: int = 0
+    cached_judgments: int = 0  # answered from the judgment cache: no tokens spent
 
     @property
     def total_tokens(self) -> int:
@@ -43,6 +44,7 @@ class TokenUsage:
         self.generated_tokens += other.generated_tokens
         self.cached_tokens += other.cached_tokens
         self.engine_calls += other.engine_calls
+        self.cached_judgments += other.cached_judgments
         return self
 
 
@@ -63,6 +65,7 @@ class JudgeCall:
     temperature: float = 0.0
     seed: int | None = None
     stop: Sequence[str] = ()
+    cache: bool = True  # may be answered from the judgment cache (greedy or seeded only)
 
 
 @dataclass(slots=True)

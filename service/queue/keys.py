@@ -8,6 +8,8 @@ With the default prefix ``verifier:``::
     verifier:notify:<tenant>:<id>      list the submitter BLPOPs; same TTL as the result
     verifier:cancel:<id>               marker: the submitter gave up, workers skip the job
     verifier:idem:<tenant>:<key>       idempotency record -> job id; EX result_ttl_s
+    verifier:judgment:<digest>         a cached judgment (JSON); EX cache.ttl_s
+    verifier:judgments                 sorted set of cached judgment keys by time (size cap)
 
 Results and idempotency records are scoped by tenant, so one tenant can neither read
 another's result nor collide with its idempotency keys. Job ids are unguessable
@@ -53,3 +55,11 @@ class Keys:
 
     def idem(self, tenant: str, key: str) -> str:
         return f"{self.prefix}idem:{tenant}:{key}"
+
+    def judgment(self, digest: str) -> str:
+        # The digest covers the tenant (see serving/cache.py), so entries never cross tenants.
+        return f"{self.prefix}judgment:{digest}"
+
+    @property
+    def judgment_index(self) -> str:
+        return f"{self.prefix}judgments"

@@ -27,10 +27,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from service.aio import bounded, wait_bounded
 from service.config import QueueSettings
 from service.diagnostics import log_tasks
 from service.errors import QueueUnavailable, ServiceError
@@ -134,7 +134,7 @@ class Worker:
             raise
         finally:
             self._finished.set()
-            await _bounded_wait(helpers, CLEANUP_TIMEOUT_S, "worker helper loops")
+            await wait_bounded(helpers, CLEANUP_TIMEOUT_S, "worker helper loops")
 
     def _room(self) -> tuple[int, int]:
         s = self._settings
@@ -337,7 +337,7 @@ class Worker:
         for entry in wedged:
             job = entry.delivery.job
             msg = f"job {job.id} ({job.kind}) ran past its deadline; the worker is restarting"
-            await _bounded(
+            await bounded(
                 self._answer(entry.delivery, JobOutcome.failure(504, "deadline_exceeded", msg)),
                 self._settings.redis_timeout_s * 3,
                 f"answering wedged job {job.id}",
@@ -358,23 +358,6 @@ def _cancelled() -> bool:
     """Whether the current task was asked to stop (else a CancelledError is a library's leak)."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-async def _bounded(coro: Coroutine[Any, Any, None], timeout: float, what: str) -> None:
-    """Await ``coro`` in its own task for at most ``timeout`` s; a hung one is left behind."""
-    task = asyncio.ensure_future(coro)
-    await _bounded_wait([task], timeout, what)
-
-
-async def _bounded_wait(tasks: Sequence[asyncio.Future[None]], timeout: float, what: str) -> None:
-    done, hung = await asyncio.wait(tasks, timeout=timeout)
-    for task in done:
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed", what, exc_info=task.exception())
-    if hung:
-        logger.error("%s did not finish within %.0f s; left behind", what, timeout)
-        for task in hung:
-            task.cancel()
 
 
 def _crashed(job: Job, exc: Exception) -> JobOutcome:

@@ -15,6 +15,7 @@ def judge_calls(
     reasoning_tokens: int = 0,
     temperature: float = 0.0,
     seed: int | None = None,
+    cache: bool = True,
 ) -> list[JudgeCall]:
     """One ``JudgeCall`` per sample; sample i is seeded ``seed + i`` when a seed is given."""
     return [
@@ -26,6 +27,7 @@ def judge_calls(
             temperature=temperature,
             seed=None if seed is None else seed + i,
             stop=(prompts.VERDICT_MARKER,),
+            cache=cache,
         )
         for i in range(samples)
     ]
@@ -62,6 +64,7 @@ class OutcomeServing:
             reasoning_tokens=req.reasoning_tokens if reasoning else 0,
             temperature=req.resolved_temperature(),
             seed=req.seed,
+            cache=req.cache,
         )
         results = await self._engine.judge(calls)
         usage = TokenUsage()

@@ -109,6 +109,7 @@ class ProcessServing:
                 reasoning_tokens=req.reasoning_tokens if reasoning else 0,
                 temperature=req.resolved_temperature(),
                 seed=req.seed,
+                cache=req.cache,
             )
             for r in rendered
         ]

@@ -39,7 +39,9 @@ def _final(outcome: float | None, process: float | None, alpha: float) -> float:
 
 
 def _usage(u: Usage) -> TokenUsage:
-    return TokenUsage(u.prompt_tokens, u.generated_tokens, u.cached_tokens, u.engine_calls)
+    return TokenUsage(
+        u.prompt_tokens, u.generated_tokens, u.cached_tokens, u.engine_calls, u.cached_judgments
+    )
 
 
 class ScoreServing:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from service.aio import bounded
 from service.engine.base import Engine
 from service.errors import InvalidRequest, ServiceError
 from service.protocol import (
@@ -24,10 +25,13 @@ from service.protocol import (
     SplitRequest,
 )
 from service.queue.base import Job, JobOutcome
+from service.serving.cache import CachingEngine, JudgmentStore, cache_scope
 from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.score import ScoreServing
 from service.telemetry import Metrics
+
+CLOSE_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -39,14 +43,33 @@ class Services:
     split: SplitServing
     process: ProcessServing
     score: ScoreServing
+    judgments: JudgmentStore | None = None
 
     @classmethod
-    def build(cls, engine: Engine, model_name: str) -> Services:
+    def build(
+        cls, engine: Engine, model_name: str, judgments: JudgmentStore | None = None
+    ) -> Services:
+        """Serving objects over ``engine``; with a store, judgments go through the cache."""
+        if judgments is not None:
+            engine = CachingEngine(engine, judgments)
         outcome = OutcomeServing(engine, model_name)
         split = SplitServing(engine)
         process = ProcessServing(engine, split, model_name)
         score = ScoreServing(outcome, process, model_name)
-        return cls(engine=engine, outcome=outcome, split=split, process=process, score=score)
+        return cls(
+            engine=engine,
+            outcome=outcome,
+            split=split,
+            process=process,
+            score=score,
+            judgments=judgments,
+        )
+
+    async def close(self) -> None:
+        """Shut the engine down (bounded inside), then the judgment store."""
+        await self.engine.shutdown()
+        if self.judgments is not None:
+            await bounded(self.judgments.close(), CLOSE_TIMEOUT_S, "closing the judgment cache")
 
 
 Route = tuple[type[BaseModel], Callable[[Services, Any], Awaitable[BaseModel]]]
@@ -77,6 +100,8 @@ class JobRunner:
             os._exit(70)
         if self._metrics is not None:
             self._metrics.queue_wait.observe(max(0.0, time.time() - job.enqueued_at))
+        # Cached judgments are scoped by tenant (each job runs in its own task context).
+        cache_scope.set(job.tenant)
         route = ROUTES.get(job.kind)
         if route is None:
             return JobOutcome.from_error(InvalidRequest(f"unknown job kind {job.kind!r}"))

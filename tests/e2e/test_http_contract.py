@@ -72,9 +72,10 @@ def prompt_tokens_counted(url: str) -> float:
 
 def test_idempotent_replay_is_answered_but_not_counted_again(server: Any) -> None:
     idem = {"Idempotency-Key": uuid.uuid4().hex}
-    first = post(server.url, "/v1/judge/outcome", json=GOOD, headers=idem)
+    fresh = {**GOOD, "cache": False}  # so that a replay that ran would count tokens
+    first = post(server.url, "/v1/judge/outcome", json=fresh, headers=idem)
     counted = prompt_tokens_counted(server.url)
-    again = post(server.url, "/v1/judge/outcome", json=GOOD, headers=idem)
+    again = post(server.url, "/v1/judge/outcome", json=fresh, headers=idem)
     assert first.status_code == again.status_code == 200
     assert again.json() == first.json()
     assert "Idempotent-Replayed" not in first.headers

@@ -22,7 +22,8 @@ WRONG = "In May she sold 48 * 2 = 96 clips. In total 48 + 96 = 144 clips. The an
 
 
 def judge(url: str, **body: Any) -> httpx.Response:
-    return httpx.post(url + "/v1/judge/outcome", json=body, timeout=300)
+    """A judgment scored afresh: these tests check the engine, not the judgment cache."""
+    return httpx.post(url + "/v1/judge/outcome", json={"cache": False, **body}, timeout=300)
 
 
 def test_direct_judgment_fields(server: Any) -> None:
@@ -58,8 +59,9 @@ def test_same_request_twice_is_stable(server: Any) -> None:
     a = judge(server.url, question=QUESTION, response=WRONG).json()
     b = judge(server.url, question=QUESTION, response=WRONG).json()
     assert abs(a["logit"] - b["logit"]) <= LOGIT_TOL
-    # The second call reuses the first one's prompt blocks (block size 128 on CPU).
+    # The second call reuses the first one's prompt blocks (KV block size 32 on CPU).
     assert b["usage"]["cached_tokens"] >= 128
+    assert b["usage"]["cached_judgments"] == 0
 
 
 def test_concurrent_equals_sequential(server: Any) -> None:
@@ -98,6 +100,44 @@ def test_reasoning_respects_budget(server: Any) -> None:
     rationale_tokens = sum(s["rationale_tokens"] for s in body["samples"])
     assert usage["generated_tokens"] == rationale_tokens + 3
     assert usage["cached_tokens"] > 0  # the verdict step reuses the rationale prompt
+
+
+def test_a_repeat_is_answered_from_the_judgment_cache(server: Any) -> None:
+    body = {"question": f"{QUESTION} (cache)", "response": WRONG, "cache": True}
+    hits = cache_counter(server.url, "hits")
+    fresh = httpx.post(server.url + "/v1/judge/outcome", json=body, timeout=300).json()
+    again = httpx.post(server.url + "/v1/judge/outcome", json=body, timeout=300).json()
+    assert fresh["usage"]["cached_judgments"] == 0
+    assert fresh["usage"]["total_tokens"] > 0
+    assert again["usage"] == {**fresh["usage"], **ZERO_USAGE, "cached_judgments": 1}
+    assert abs(again["score"] - fresh["score"]) < 1e-9
+    assert again["logit"] == fresh["logit"]
+    assert cache_counter(server.url, "hits") == hits + 1
+    # Sampled without a seed: never cached (each call is a fresh draw).
+    sampled = {**body, "mode": "reasoning", "reasoning_tokens": 8, "temperature": 0.8}
+    for _ in range(2):
+        r = httpx.post(server.url + "/v1/judge/outcome", json=sampled, timeout=300).json()
+        assert r["usage"]["cached_judgments"] == 0
+        assert r["usage"]["engine_calls"] == 2
+
+
+def cache_counter(url: str, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(url + "/metrics", timeout=10).text
+    family = f"verifier_judgment_cache_{name}"
+    return sum(
+        s.value for f in text_string_to_metric_families(text) if f.name == family for s in f.samples
+    )
+
+
+ZERO_USAGE = {
+    "prompt_tokens": 0,
+    "generated_tokens": 0,
+    "cached_tokens": 0,
+    "total_tokens": 0,
+    "engine_calls": 0,
+}
 
 
 def test_single_reasoning_sample_returns_rationale(server: Any) -> None:

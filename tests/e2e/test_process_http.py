@@ -17,7 +17,8 @@ LIMITS = LimitSettings()
 
 
 def post(url: str, path: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(url + path, json=body, timeout=300)
+    """Scored afresh (these tests check engine calls, not the judgment cache)."""
+    return httpx.post(url + path, json={"cache": False, **body}, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +206,22 @@ def test_rerank_shape(server: Any, path: str) -> None:
     assert scores == sorted(scores, reverse=True)
     assert sorted(x["index"] for x in everything["results"]) == [0, 1, 2]
     assert all("document" not in x for x in everything["results"])
+
+
+def test_duplicate_candidates_are_judged_once(server: Any) -> None:
+    right, wrong = "5 * 6 = 30. The answer is 30.", "5 * 6 = 36. The answer is 36."
+    body = {
+        "query": "What is 5 * 6? (duplicates)",
+        "documents": [right, wrong, right, right, wrong],
+        "method": "outcome",
+        "cache": True,
+    }
+    b = httpx.post(server.url + "/v1/rerank", json=body, timeout=300).json()
+    assert b["usage"]["engine_calls"] == 2
+    assert b["usage"]["cached_judgments"] == 3
+    by_index = {x["index"]: x["relevance_score"] for x in b["results"]}
+    assert by_index[0] == by_index[2] == by_index[3]
+    assert by_index[1] == by_index[4]
 
 
 def test_cohere_sdk_round_trip(server: Any) -> None:

@@ -42,13 +42,16 @@ def error(status: int, error_type: str, message: str = "m", **headers: str) -> h
     return httpx.Response(status, json=body, headers=headers)
 
 
-def usage(prompt: int, generated: int, cached: int = 0, calls: int = 1) -> dict[str, int]:
+def usage(
+    prompt: int, generated: int, cached: int = 0, calls: int = 1, hits: int = 0
+) -> dict[str, int]:
     return {
         "prompt_tokens": prompt,
         "generated_tokens": generated,
         "cached_tokens": cached,
         "total_tokens": prompt + generated,
         "engine_calls": calls,
+        "cached_judgments": hits,
     }
 
 
@@ -56,8 +59,8 @@ def usage(prompt: int, generated: int, cached: int = 0, calls: int = 1) -> dict[
 
 
 def test_sum_usage_adds_every_field() -> None:
-    total = sum_usage([Usage(**usage(10, 1, 4)), Usage(**usage(20, 2, 0, 3))])
-    assert total == usage(30, 3, 4, 4)
+    total = sum_usage([Usage(**usage(10, 1, 4)), Usage(**usage(20, 2, 0, 3, hits=2))])
+    assert total == usage(30, 3, 4, 4, hits=2)
     assert sum_usage([]) == usage(0, 0, 0, 0)
 
 
