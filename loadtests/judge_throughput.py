@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from service.config import Settings
+from service.engine.device import resolve_dtype
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import CPU_BLOCK_SIZE, configure_vllm_env
 from service.scoring import prompts
@@ -94,7 +95,7 @@ async def run_raw(
     llm = AsyncLLMEngine.from_engine_args(
         AsyncEngineArgs(
             model=model,
-            dtype=cfg.dtype,
+            dtype=resolve_dtype(cfg.dtype, "cpu"),
             max_model_len=cfg.max_model_len,
             enforce_eager=cfg.enforce_eager,
             enable_prefix_caching=True,
@@ -186,7 +187,7 @@ async def run_vllm_server(
     cfg = settings.engine
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-        "--dtype", cfg.dtype, "--max-model-len", str(cfg.max_model_len), "--enable-prefix-caching",
+        "--dtype", resolve_dtype(cfg.dtype, "cpu"), "--max-model-len", str(cfg.max_model_len), "--enable-prefix-caching",
         "--max-num-seqs", str(cfg.max_num_seqs), "--max-logprobs", "20", "--seed", str(cfg.seed),
         "--port", str(port), "--host", "127.0.0.1", "--served-model-name", "judge",
         "--block-size", str(block_size(settings)),
@@ -233,9 +234,8 @@ async def run_ours(
         async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
 
             async def one(pair: Pair) -> float:
-                r = await client.post(
-                    "/v1/judge/outcome", json={"question": pair[0], "response": pair[1]}
-                )
+                body = {"question": pair[0], "response": pair[1], "cache": False}
+                r = await client.post("/v1/judge/outcome", json=body)
                 r.raise_for_status()
                 return float(r.json()["logit"])
 

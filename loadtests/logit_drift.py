@@ -29,7 +29,7 @@ def pairs(n: int) -> list[tuple[str, str]]:
 
 
 async def judge(client: httpx.AsyncClient, q: str, a: str) -> float:
-    r = await client.post("/v1/judge/outcome", json={"question": q, "response": a})
+    r = await client.post("/v1/judge/outcome", json={"question": q, "response": a, "cache": False})
     r.raise_for_status()
     return float(r.json()["logit"])
 

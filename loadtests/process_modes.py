@@ -62,6 +62,7 @@ async def run_mode(
             async def one(item: Any) -> dict[str, Any]:
                 async with sem:
                     body = {"question": item.problem, "steps": list(item.steps), "mode": mode}
+                    body["cache"] = False  # measure the engine, not the judgment cache
                     r = await client.post("/v1/judge/process", json=body)
                     r.raise_for_status()
                     return dict(r.json())

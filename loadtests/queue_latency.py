@@ -42,7 +42,9 @@ async def phase(url: str, pairs: list[Pair], conc: int) -> dict[str, float]:
             while not queue.empty():
                 q, a = queue.get_nowait()
                 t = time.perf_counter()
-                r = await client.post("/v1/judge/outcome", json={"question": q, "response": a})
+                r = await client.post(
+                    "/v1/judge/outcome", json={"question": q, "response": a, "cache": False}
+                )
                 r.raise_for_status()
                 latencies.append(time.perf_counter() - t)
 
