@@ -441,9 +441,11 @@ def test_kill_9_mid_batch_loses_nothing(cluster: Cluster) -> None:
     assert [r.status_code for r in responses] == [200] * 300
     ids = [r.headers["X-Job-Id"] for r in responses]
     assert len(set(ids)) == 300
-    # Each answer belongs to its own request.
+    # Each answer is a real judgment: scored, or (a job the killed worker had scored but not
+    # answered) found in the shared judgment cache.
     for i, r in enumerate(responses):
-        assert r.json()["usage"]["prompt_tokens"] > 0, i
+        usage = r.json()["usage"]
+        assert usage["prompt_tokens"] > 0 or usage["cached_judgments"] == 1, (i, usage)
     assert metric(survivor.port, "verifier_jobs_redelivered_total") >= 1
     assert metric(survivor.port, "verifier_batch_size_sum") > metric(
         survivor.port, "verifier_batch_size_count"
