@@ -32,13 +32,16 @@ def test_health_ready_models(server: Any) -> None:
     assert ready.json()["status"] == "ready"
     models = httpx.get(server.url + "/v1/models").json()
     assert models["data"][0]["id"] == "SmolLM2-135M-Instruct"
-    # dtype=auto resolved for this CPU, shown and logged (the test env sets no dtype).
+    # The dtype setting (auto unless the environment sets one) resolved for this CPU, shown
+    # and logged.
+    from service.config import Settings
     from service.engine.device import resolve_dtype
 
+    setting = Settings().engine.dtype
     card = models["data"][0]
     assert card["device"] == "cpu"
-    assert card["dtype"] == resolve_dtype("auto", "cpu")
-    assert f"with dtype {card['dtype']} (setting: auto)" in server.log.read_text()
+    assert card["dtype"] == resolve_dtype(setting, "cpu")
+    assert f"with dtype {card['dtype']} (setting: {setting})" in server.log.read_text()
 
 
 def test_openapi_lists_the_contract(server: Any) -> None:

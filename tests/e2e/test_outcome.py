@@ -11,10 +11,18 @@ import pytest
 
 from service.scoring import prompts
 
-# bf16 logits on the CPU engine move in steps of one bf16 ulp (0.0625-0.125 at these
-# magnitudes) between cold/cached and batched/single calls; loadtests/logit_drift.py measured
-# 0.0 on this machine, so the bound allows exactly one such step.
-LOGIT_TOL = 0.13
+# How far a logit may move between cold and prefix-cached, or single and batched, calls. In
+# bf16 the two label logprobs (|logp| 4-16 here, bf16 ulp 0.0625) each move by whole ulps: up
+# to 0.25 was seen between 16 sequential and 16 concurrent calls (2 of 3 runs before the
+# continuous worker, too), so the bound is two such steps. float32 (dtype=auto on a CPU
+# without native bf16) moves by far less.
+LOGIT_TOL = {"bfloat16": 0.26, "float16": 0.26, "float32": 0.02}
+
+
+@pytest.fixture(scope="module")
+def logit_tol(server: Any) -> float:
+    dtype = httpx.get(server.url + "/v1/models", timeout=10).json()["data"][0]["dtype"]
+    return LOGIT_TOL[dtype]
 
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips in total?"
 RIGHT = "In May she sold 48 / 2 = 24 clips. In total 48 + 24 = 72 clips. The answer is 72."
@@ -55,23 +63,23 @@ def test_usage_matches_tokenizer_count(server: Any, tokenizer: Any) -> None:
     assert body["usage"]["prompt_tokens"] == expected
 
 
-def test_same_request_twice_is_stable(server: Any) -> None:
+def test_same_request_twice_is_stable(server: Any, logit_tol: float) -> None:
     a = judge(server.url, question=QUESTION, response=WRONG).json()
     b = judge(server.url, question=QUESTION, response=WRONG).json()
-    assert abs(a["logit"] - b["logit"]) <= LOGIT_TOL
+    assert abs(a["logit"] - b["logit"]) <= logit_tol
     # The second call reuses the first one's prompt blocks (KV block size 32 on CPU).
     assert b["usage"]["cached_tokens"] >= 128
     assert b["usage"]["cached_judgments"] == 0
 
 
-def test_concurrent_equals_sequential(server: Any) -> None:
+def test_concurrent_equals_sequential(server: Any, logit_tol: float) -> None:
     items = [(f"{QUESTION} (variant {i})", RIGHT if i % 2 else WRONG) for i in range(16)]
     sequential = [judge(server.url, question=q, response=a).json()["logit"] for q, a in items]
     with ThreadPoolExecutor(16) as pool:
         futures = [pool.submit(judge, server.url, question=q, response=a) for q, a in items]
         concurrent = [f.result().json()["logit"] for f in futures]
     diffs = [abs(x - y) for x, y in zip(sequential, concurrent, strict=True)]
-    assert max(diffs) <= LOGIT_TOL, diffs
+    assert max(diffs) <= logit_tol, diffs
 
 
 def test_reasoning_respects_budget(server: Any) -> None:
