@@ -27,9 +27,10 @@ from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.aio import bounded, wait_bounded
-from service.api import health, judge, rerank, split
+from service.api import health, judge, mcq, rerank, split
 from service.api.deps import AppState
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
+from service.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
 from service.config import Settings, get_settings
 from service.diagnostics import install_dump_signals, watch_loop
 from service.engine.base import Engine
@@ -95,13 +96,24 @@ def make_judgment_store(settings: Settings) -> JudgmentStore | None:
     return MemoryStore(cfg.max_entries, cfg.ttl_s)
 
 
-async def start_services(settings: Settings, metrics: Metrics | None = None) -> Services:
+def make_calibrations(settings: Settings, redis: Any) -> CalibrationStore:
+    """Calibrations in Redis when configured (shared, kept across restarts), else memory."""
+    if redis is not None:
+        return RedisCalibrations(redis, settings.queue.key_prefix)
+    return MemoryCalibrations()
+
+
+async def start_services(
+    settings: Settings,
+    metrics: Metrics | None = None,
+    calibrations: CalibrationStore | None = None,
+) -> Services:
     """Prepare the model, start the engine, score a probe judgment."""
     engine = await asyncio.to_thread(_start_engine, settings)
     store = make_judgment_store(settings)
     if store is not None and metrics is not None:
         metrics.watch_cache(store)
-    services = Services.build(engine, settings.model_name, store)
+    services = Services.build(engine, settings.model_name, store, calibrations)
     try:
         probe = await services.outcome.judge(PROBE.model_copy(update={"cache": False}))
     except Exception:
@@ -134,7 +146,7 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
     assert state.queue is not None
     try:
         if run_worker:
-            state.services = await start_services(state.settings, state.metrics)
+            state.services = await start_services(state.settings, state.metrics, state.calibrations)
             worker = make_worker(
                 state.settings,
                 state.queue,
@@ -205,6 +217,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.queue = make_queue(state.settings, "api")
     state.metrics.watch_queue(state.queue)
     state.redis = make_redis(state.settings)
+    state.calibrations = make_calibrations(state.settings, state.redis)
     bring_up = asyncio.create_task(_bring_up(state, app.state.run_worker))
     try:
         yield
@@ -277,6 +290,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(judge.router)
     app.include_router(split.router)
     app.include_router(rerank.router)
+    app.include_router(mcq.router)
     _install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
     if settings.auth.enabled:
@@ -301,7 +315,8 @@ async def run_worker_process(settings: Settings) -> int:
     logger.info("worker %s metrics on port %s", consumer_name("worker"), port or "(off)")
     queue = make_queue(settings, "worker")
     metrics.watch_queue(queue)
-    services = await start_services(settings, metrics)
+    redis = make_redis(settings)
+    services = await start_services(settings, metrics, make_calibrations(settings, redis))
     worker = make_worker(settings, queue, services, metrics, on_stall=_exit_stalled)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
@@ -319,6 +334,7 @@ async def run_worker_process(settings: Settings) -> int:
             await wait_bounded(watchdogs, CLOSE_TIMEOUT_S, "the loop watchdog")
         await services.close()
         await bounded(queue.close(), CLOSE_TIMEOUT_S, "closing the queue")
+        await bounded(redis.aclose(), CLOSE_TIMEOUT_S, "closing Redis")
     if worker.failure is not None:
         logger.error("worker stopped: %s", worker.failure)
         return 1

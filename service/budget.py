@@ -39,6 +39,13 @@ from service.protocol import (
     ScoreRequest,
     SplitRequest,
 )
+from service.protocol_mcq import (
+    CalibrationRequest,
+    MCQAnswerRequest,
+    MCQBatchRequest,
+    MCQItem,
+    MCQOptions,
+)
 from service.scoring import splitting
 
 __all__ = [
@@ -46,6 +53,9 @@ __all__ = [
     "PROCESS_OVERHEAD",
     "PROCESS_STEP_OVERHEAD",
     "SINGLE_PASS_OVERHEAD",
+    "MCQ_OVERHEAD",
+    "MCQ_OPTION_OVERHEAD",
+    "POPULARITY_OVERHEAD",
     "SINGLE_PASS_STEP_OVERHEAD",
     "SPLIT_COPY_EXTRA",
     "SPLIT_COPY_RATIO",
@@ -90,6 +100,10 @@ OUTCOME_OVERHEAD: Final = 160  # measured 148 direct, 157 reasoning (incl. "\nVe
 PROCESS_OVERHEAD: Final = 160  # without step blocks; measured 134 direct, 148 reasoning
 PROCESS_STEP_OVERHEAD: Final = 16  # "<step k>\n...\n</step k>" per step; measured <= 15
 SINGLE_PASS_OVERHEAD: Final = 150  # system + question fence; measured 112
+MCQ_OVERHEAD: Final = 80  # system, "Question: ", task line, "Answer:"; measured 70
+MCQ_OPTION_OVERHEAD: Final = 4  # "A. " and the newline; measured 4
+POPULARITY_OVERHEAD: Final = 4  # "Answer:" before an option text; measured 2
+CONTENT_FREE_INPUTS: Final = 3  # contextual calibration's content-free prompts
 SINGLE_PASS_STEP_OVERHEAD: Final = 40  # user turn + step fence + "Verdict: 1"; measured <= 30
 SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
 # The copy call's max_tokens (serving/process.py): the copy, its markers and an echoed fence.
@@ -245,6 +259,48 @@ def _rerank_request(req: RerankRequest) -> Estimate:
     return _documents(req, req.query, req.texts())
 
 
+def _mcq_item(question: str, options: Sequence[str]) -> Estimate:
+    """One letter read: the prompt and one generated token."""
+    prompt = MCQ_OVERHEAD + estimate_text_tokens(question)
+    prompt += sum(MCQ_OPTION_OVERHEAD + estimate_text_tokens(o) for o in options)
+    return Estimate.of(prompt, 1, 1)
+
+
+def _mcq_popularity(item: MCQItem) -> Estimate:
+    """The 'model' popularity proxy: one read per option text."""
+    if item.popularity != "model":
+        return ZERO
+    return sum(
+        (Estimate.of(POPULARITY_OVERHEAD + estimate_text_tokens(o), 1, 1) for o in item.options),
+        ZERO,
+    )
+
+
+def _content_free(k: int) -> Estimate:
+    return sum((_mcq_item(text, [text] * k) for text in ("N/A", "", "[MASK]")), ZERO)
+
+
+def _mcq_items(items: Sequence[MCQItem], opts: MCQOptions) -> Estimate:
+    total = ZERO
+    for item in items:
+        total += _mcq_item(item.question, item.options)
+        if opts.debias == "popdebias":
+            total += _mcq_popularity(item)
+    if opts.debias == "contextual" and opts.calibration_id is None:
+        for k in sorted({it.k for it in items}):
+            total += _content_free(k)
+    return total
+
+
+def _mcq_calibration(req: CalibrationRequest) -> Estimate:
+    if req.method == "contextual":
+        k = req.fitted_k
+        return _content_free(k) if k is not None else ZERO
+    if req.method == "pride":  # K cyclic permutations of every item
+        return sum((_mcq_item(it.question, it.options).times(it.k) for it in req.items), ZERO)
+    return sum((_mcq_item(it.question, it.options) + _mcq_popularity(it) for it in req.items), ZERO)
+
+
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -270,8 +326,17 @@ def estimate(kind: str, req: BaseModel) -> Estimate:
         return _score_request(_expect(kind, req, ScoreRequest))
     if kind == "rerank":
         return _rerank_request(_expect(kind, req, RerankRequest))
+    if kind == "mcq_answer":
+        item = _expect(kind, req, MCQAnswerRequest)
+        return _mcq_items([item], item)
+    if kind == "mcq_batch":
+        batch = _expect(kind, req, MCQBatchRequest)
+        return _mcq_items(batch.items, batch)
+    if kind == "mcq_calibrate":
+        return _mcq_calibration(_expect(kind, req, CalibrationRequest))
     raise ValueError(
-        f"unknown request kind {kind!r}; expected outcome, process, split, score or rerank"
+        f"unknown request kind {kind!r}; expected outcome, process, split, score, rerank, "
+        "mcq_answer, mcq_batch or mcq_calibrate"
     )
 
 

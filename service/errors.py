@@ -3,6 +3,8 @@
 ServiceError                      (500 internal_error)
  +-- InvalidRequest               422 invalid_request      a field is wrong; names the fix
  |    +-- ContextTooLong          422 context_too_long     prompt + new tokens exceed the model
+ |    +-- UnknownCalibration      422 unknown_calibration  no such calibration for this tenant
+ |    +-- CalibrationMismatch     422 calibration_mismatch fitted for another method, K or model
  +-- PayloadTooLarge              413 payload_too_large    a text or the body is over the limit
  +-- NotFound                     404 not_found            no such result (or another tenant's)
  +-- NotReady                     503 not_ready            the engine is still starting
@@ -35,6 +37,14 @@ class InvalidRequest(ServiceError):
 
 class ContextTooLong(InvalidRequest):
     type = "context_too_long"
+
+
+class UnknownCalibration(InvalidRequest):
+    type = "unknown_calibration"
+
+
+class CalibrationMismatch(InvalidRequest):
+    type = "calibration_mismatch"
 
 
 class PayloadTooLarge(ServiceError):

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 import service.budget as budget
 from service.auth import KeyRecord, Reservation, reserve, settle
+from service.calibrations import CalibrationStore, MemoryCalibrations
 from service.config import LimitSettings, Settings
 from service.errors import InvalidRequest, NotReady, PayloadTooLarge
 from service.protocol import BudgetInfo, JudgeOptions, Usage
@@ -37,6 +38,7 @@ class AppState:
     services: Services | None = None  # only where this process hosts a worker
     worker: Worker | None = None
     redis: Any = None  # auth and quota client (redis.asyncio.Redis) when Redis is configured
+    calibrations: CalibrationStore = field(default_factory=MemoryCalibrations)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 

@@ -19,7 +19,11 @@ __all__ = [
     "JudgeCall",
     "JudgeResult",
     "ModelInfo",
+    "OptionCall",
+    "OptionResult",
     "SlotLogits",
+    "SpanCall",
+    "SpanResult",
     "TokenUsage",
     "Tokenizer",
 ]
@@ -96,6 +100,39 @@ class GenerateResult:
     usage: TokenUsage = field(default_factory=TokenUsage)
 
 
+@dataclass(frozen=True, slots=True)
+class OptionCall:
+    """Next-token log-probabilities of K options at the end of ``prompt_ids``.
+
+    ``option_ids[i]`` lists the single-token spellings of option i (e.g. "A" and " A"); the
+    option's log-probability is the logsumexp over them, each read exactly (never from top-k).
+    """
+
+    prompt_ids: Sequence[int]
+    option_ids: Sequence[Sequence[int]]
+
+
+@dataclass(slots=True)
+class OptionResult:
+    logprobs: list[float]
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanCall:
+    """The mean log-probability of ``prompt_ids[start:]`` given what precedes it."""
+
+    prompt_ids: Sequence[int]
+    start: int
+
+
+@dataclass(slots=True)
+class SpanResult:
+    mean_logprob: float
+    tokens: int
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
 @dataclass(slots=True)
 class SlotLogits:
     """Label logits at verdict slots inside one prompt (single-pass process scoring)."""
@@ -129,6 +166,10 @@ class Engine(Protocol):
     async def slot_logits(self, prompt_ids: Sequence[int], slots: Sequence[int]) -> SlotLogits:
         """logp("1") - logp("0") predicted at each position in ``slots`` in one prefill."""
         ...
+
+    async def option_logprobs(self, calls: Sequence[OptionCall]) -> list[OptionResult]: ...
+
+    async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]: ...
 
     async def check_health(self) -> None: ...
 

@@ -23,7 +23,11 @@ from service.engine.base import (
     JudgeCall,
     JudgeResult,
     ModelInfo,
+    OptionCall,
+    OptionResult,
     SlotLogits,
+    SpanCall,
+    SpanResult,
     TokenUsage,
 )
 from service.engine.device import detect_device, resolve_dtype
@@ -292,6 +296,63 @@ class VLLMEngine:
         if len(pos) < len(self._pos_ids) or len(neg) < len(self._neg_ids):
             return None
         return _logsumexp(pos) - _logsumexp(neg)
+
+    async def _options_one(self, call: OptionCall) -> OptionResult:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        self._check_fits(len(call.prompt_ids), 1)
+        wanted = list(dict.fromkeys(i for ids in call.option_ids for i in ids))
+        params = SamplingParams(
+            max_tokens=1,
+            temperature=0.0,
+            logprob_token_ids=wanted,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            detokenize=False,
+        )
+        out = await self._run(call.prompt_ids, params)
+        logprobs = out.outputs[0].logprobs
+        if not logprobs:
+            raise EngineFailure("engine returned no option logprobs")
+        slot = logprobs[0]
+        try:
+            values = [_logsumexp([slot[i].logprob for i in ids]) for ids in call.option_ids]
+        except KeyError as exc:
+            raise EngineFailure(f"option token {exc} missing from the engine's logprobs") from exc
+        return OptionResult(logprobs=values, usage=_usage(out))
+
+    async def option_logprobs(self, calls: Sequence[OptionCall]) -> list[OptionResult]:
+        return list(await asyncio.gather(*(self._options_one(c) for c in calls)))
+
+    async def _span_one(self, call: SpanCall) -> SpanResult:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        ids = list(call.prompt_ids)
+        if not 0 < call.start < len(ids):
+            raise EngineFailure(f"span start {call.start} outside the prompt of {len(ids)} tokens")
+        self._check_fits(len(ids), 1)
+        # prompt_logprobs=0: only the teacher-forced token's logprob at each position.
+        params = SamplingParams(
+            max_tokens=1,
+            temperature=0.0,
+            prompt_logprobs=0,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            detokenize=False,
+            flat_logprobs=True,
+        )
+        out = await self._run(ids, params)
+        table = out.prompt_logprobs or []
+        values = []
+        for pos in range(call.start, len(ids)):
+            entry = table[pos] if pos < len(table) else None
+            if not entry or ids[pos] not in entry:
+                raise EngineFailure(f"no prompt logprob for position {pos}")
+            values.append(entry[ids[pos]].logprob)
+        return SpanResult(sum(values) / len(values), len(values), _usage(out))
+
+    async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]:
+        return list(await asyncio.gather(*(self._span_one(c) for c in calls)))
 
     async def check_health(self) -> None:
         try:

@@ -10,6 +10,8 @@ With the default prefix ``verifier:``::
     verifier:idem:<tenant>:<key>       idempotency record -> job id; EX result_ttl_s
     verifier:judgment:<digest>         a cached judgment (JSON); EX cache.ttl_s
     verifier:judgments                 sorted set of cached judgment keys by time (size cap)
+    verifier:calib:<tenant>:<id>       a fitted MCQ calibration (JSON), kept until deleted
+    verifier:calibs:<tenant>           set of that tenant's calibration ids
 
 Results and idempotency records are scoped by tenant, so one tenant can neither read
 another's result nor collide with its idempotency keys. Job ids are unguessable
@@ -63,3 +65,9 @@ class Keys:
     @property
     def judgment_index(self) -> str:
         return f"{self.prefix}judgments"
+
+    def calibration(self, tenant: str, calibration_id: str) -> str:
+        return f"{self.prefix}calib:{tenant}:{calibration_id}"
+
+    def calibrations(self, tenant: str) -> str:
+        return f"{self.prefix}calibs:{tenant}"

@@ -24,7 +24,6 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,16 +34,18 @@ from service.engine.base import (
     JudgeCall,
     JudgeResult,
     ModelInfo,
+    OptionCall,
+    OptionResult,
     SlotLogits,
+    SpanCall,
+    SpanResult,
     TokenUsage,
 )
 from service.queue.keys import Keys
 from service.scoring.tokenizer import Tokenizer
+from service.serving.context import current_tenant
 
 logger = logging.getLogger(__name__)
-
-# The tenant whose job is running: set by the job runner, read here to scope cache keys.
-cache_scope: ContextVar[str] = ContextVar("cache_scope", default="default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +231,12 @@ class CachingEngine:
     async def slot_logits(self, prompt_ids: Sequence[int], slots: Sequence[int]) -> SlotLogits:
         return await self._engine.slot_logits(prompt_ids, slots)
 
+    async def option_logprobs(self, calls: Sequence[OptionCall]) -> list[OptionResult]:
+        return await self._engine.option_logprobs(calls)
+
+    async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]:
+        return await self._engine.span_logprobs(calls)
+
     async def check_health(self) -> None:
         await self._engine.check_health()
 
@@ -237,7 +244,7 @@ class CachingEngine:
         await self._engine.shutdown()
 
     async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
-        info, scope = self._engine.model_info(), cache_scope.get()
+        info, scope = self._engine.model_info(), current_tenant.get()
         keys = [judgment_key(info, scope, c) if cacheable(c) else None for c in calls]
         results: list[JudgeResult | None] = [None] * len(calls)
         owned: dict[str, asyncio.Future[CachedJudgment]] = {}

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from service.aio import bounded
+from service.calibrations import CalibrationStore, MemoryCalibrations
 from service.engine.base import Engine
 from service.errors import InvalidRequest, ServiceError
 from service.protocol import (
@@ -24,8 +25,11 @@ from service.protocol import (
     ScoreRequest,
     SplitRequest,
 )
+from service.protocol_mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
 from service.queue.base import Job, JobOutcome
-from service.serving.cache import CachingEngine, JudgmentStore, cache_scope
+from service.serving.cache import CachingEngine, JudgmentStore
+from service.serving.context import current_tenant
+from service.serving.mcq import MCQServing
 from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.score import ScoreServing
@@ -43,11 +47,16 @@ class Services:
     split: SplitServing
     process: ProcessServing
     score: ScoreServing
+    mcq: MCQServing
     judgments: JudgmentStore | None = None
 
     @classmethod
     def build(
-        cls, engine: Engine, model_name: str, judgments: JudgmentStore | None = None
+        cls,
+        engine: Engine,
+        model_name: str,
+        judgments: JudgmentStore | None = None,
+        calibrations: CalibrationStore | None = None,
     ) -> Services:
         """Serving objects over ``engine``; with a store, judgments go through the cache."""
         if judgments is not None:
@@ -56,12 +65,14 @@ class Services:
         split = SplitServing(engine)
         process = ProcessServing(engine, split, model_name)
         score = ScoreServing(outcome, process, model_name)
+        mcq = MCQServing(engine, model_name, calibrations or MemoryCalibrations())
         return cls(
             engine=engine,
             outcome=outcome,
             split=split,
             process=process,
             score=score,
+            mcq=mcq,
             judgments=judgments,
         )
 
@@ -81,6 +92,9 @@ ROUTES: dict[str, Route] = {
     "split": (SplitRequest, lambda s, r: s.split.handle(r)),
     "score": (ScoreRequest, lambda s, r: s.score.score(r)),
     "rerank": (RerankRequest, lambda s, r: s.score.rerank(r)),
+    "mcq_answer": (MCQAnswerRequest, lambda s, r: s.mcq.answer(r)),
+    "mcq_batch": (MCQBatchRequest, lambda s, r: s.mcq.answer_batch(r)),
+    "mcq_calibrate": (CalibrationRequest, lambda s, r: s.mcq.calibrate(r)),
 }
 
 
@@ -100,8 +114,8 @@ class JobRunner:
             os._exit(70)
         if self._metrics is not None:
             self._metrics.queue_wait.observe(max(0.0, time.time() - job.enqueued_at))
-        # Cached judgments are scoped by tenant (each job runs in its own task context).
-        cache_scope.set(job.tenant)
+        # Cached judgments and calibrations are scoped by tenant (each job has its own task).
+        current_tenant.set(job.tenant)
         route = ROUTES.get(job.kind)
         if route is None:
             return JobOutcome.from_error(InvalidRequest(f"unknown job kind {job.kind!r}"))

@@ -346,6 +346,47 @@ def test_tenants_cannot_read_each_others_results(cluster: Cluster) -> None:
     assert other.json()["error"]["type"] == "not_found"
 
 
+def test_calibrations_are_per_tenant_and_outlive_an_api_restart(cluster: Cluster) -> None:
+    alpha, beta = auth(cluster.keys["alpha"]), auth(cluster.keys["beta"])
+    items = [
+        {"question": "Which is a fruit?", "options": ["a stone", "a pear", "a car", "a cup"]},
+        {"question": "Which one can fly?", "options": ["a fish", "a rock", "a bird", "a tree"]},
+    ]
+    fit = httpx.post(
+        f"{cluster.url}/v1/mcq/calibrations",
+        json={"method": "pride", "items": items},
+        headers=alpha,
+        timeout=300,
+    )
+    assert fit.status_code == 200, fit.text
+    cal = fit.json()
+    path = f"/v1/mcq/calibrations/{cal['id']}"
+    # Tenant beta can neither read, list, use nor delete it.
+    assert httpx.get(cluster.url + path, headers=beta).status_code == 404
+    listed = httpx.get(f"{cluster.url}/v1/mcq/calibrations", headers=beta).json()["data"]
+    assert cal["id"] not in [c["id"] for c in listed]
+    use = {**items[0], "debias": "pride", "calibration_id": cal["id"]}
+    refused = httpx.post(f"{cluster.url}/v1/mcq/answer", json=use, headers=beta, timeout=300)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["type"] == "unknown_calibration"
+    assert httpx.delete(cluster.url + path, headers=beta).status_code == 404
+    # Restart the second API process: the calibration lives in Redis, not in the process.
+    old = cluster.apis[1]
+    old.stop()
+    port = _free_port()
+    cluster.apis[1] = cluster.spawn(
+        ["serve", "--no-worker", "--port", str(port)], "api1b", port, {}
+    )
+    wait_api(cluster.apis[1])
+    url = f"http://127.0.0.1:{port}"
+    again = httpx.get(url + path, headers=alpha)
+    assert again.status_code == 200
+    assert again.json()["params"] == cal["params"]
+    used = httpx.post(f"{url}/v1/mcq/answer", json=use, headers=alpha, timeout=300)
+    assert used.status_code == 200, used.text
+    assert used.json()["debias"]["calibration_id"] == cal["id"]
+
+
 def test_idempotency_key_returns_the_stored_result(cluster: Cluster) -> None:
     key = cluster.keys["alpha"]
     idem = {"Idempotency-Key": uuid.uuid4().hex}

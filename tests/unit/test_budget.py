@@ -25,6 +25,7 @@ from service.protocol import (
     ScoreRequest,
     SplitRequest,
 )
+from service.protocol_mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
 from service.scoring import prompts, splitting
 
 Q = "Janet has 16 eggs. She eats 3 and bakes with 4. How many eggs are left?"
@@ -248,6 +249,39 @@ def test_split_estimate_bounds_real_prompt(tokenizer: Any, gsm8k_pairs: list[Any
     for _, a in gsm8k_pairs:
         real = len(prompts.split_prompt_ids(tokenizer, a, splitting.SPLIT_MARKER))
         assert_bound(estimate("split", SplitRequest(response=a, method="model")).prompt, real)
+
+
+@pytest.fixture(scope="module")
+def arc_items(data_dir: Path) -> list[tuple[str, list[str]]]:
+    items = []
+    with (data_dir / "arc" / "ARC-Challenge-Dev.jsonl").open() as fh:
+        for line in islice(fh, 12):
+            row = json.loads(line)["question"]
+            items.append((row["stem"], [c["text"] for c in row["choices"]]))
+    return items
+
+
+def test_mcq_estimates_bound_real_prompts(tokenizer: Any, arc_items: list[Any]) -> None:
+    for q, options in arc_items:
+        real = len(prompts.mcq_prompt(tokenizer, q, options).prompt_ids)
+        item = {"question": q, "options": options}
+        assert_bound(estimate("mcq_answer", MCQAnswerRequest(**item)).prompt, real)
+        pops = sum(len(prompts.popularity_ids(tokenizer, o)[0]) for o in options)
+        req = MCQAnswerRequest(**item, popularity="model", debias="popdebias", popdebias_lambda=1)
+        assert_bound(estimate("mcq_answer", req).prompt, real + pops)
+        # PriDe's calibration reads K cyclic permutations: K prompts of about the same length.
+        cal = CalibrationRequest(method="pride", items=[item])
+        assert estimate("mcq_calibrate", cal).calls == len(options)
+        assert_bound(estimate("mcq_calibrate", cal).prompt, real * len(options))
+    batch = MCQBatchRequest(items=[{"question": q, "options": o} for q, o in arc_items])
+    one = sum(
+        estimate("mcq_answer", MCQAnswerRequest(question=q, options=o)).total for q, o in arc_items
+    )
+    assert estimate("mcq_batch", batch).total == one
+    contextual = MCQBatchRequest(items=batch.items, debias="contextual")
+    assert estimate("mcq_batch", contextual).calls == len(arc_items) + 3 * len(
+        {len(o) for _, o in arc_items}
+    )
 
 
 # --- plan ----------------------------------------------------------------------------------

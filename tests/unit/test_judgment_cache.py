@@ -14,9 +14,9 @@ from service.serving.cache import (
     CachedJudgment,
     CachingEngine,
     MemoryStore,
-    cache_scope,
     judgment_key,
 )
+from service.serving.context import current_tenant
 
 INFO = ModelInfo(name="m", path="/m", max_model_len=4096, device="cpu", dtype="float32")
 
@@ -119,7 +119,7 @@ async def test_scopes_do_not_share_entries() -> None:
     caching = cached(engine)
 
     async def as_tenant(tenant: str) -> JudgeResult:
-        cache_scope.set(tenant)
+        current_tenant.set(tenant)
         return (await caching.judge([call(4)]))[0]
 
     a = await asyncio.create_task(as_tenant("a"))

@@ -1,0 +1,137 @@
+"""/v1/mcq/*: multiple-choice answers and calibrations (thin: validate, check, submit)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fastapi import APIRouter, Request, Response
+
+from service.api.deps import (
+    AppState,
+    QueueDep,
+    StateDep,
+    check_counts,
+    check_many,
+    check_texts,
+    run_job,
+    tenant_of,
+)
+from service.api.judge import ERRORS
+from service.errors import NotFound, UnknownCalibration
+from service.protocol_mcq import (
+    Calibration,
+    CalibrationList,
+    CalibrationRequest,
+    CalibrationResponse,
+    MCQAnswerRequest,
+    MCQAnswerResponse,
+    MCQBatchRequest,
+    MCQBatchResponse,
+    MCQItem,
+    MCQOptions,
+)
+from service.serving.mcq import check_calibration
+
+router = APIRouter(prefix="/v1/mcq", tags=["mcq"], responses=ERRORS)
+
+
+def _tenant(request: Request) -> str:
+    record = tenant_of(request)
+    return record.tenant if record else "default"
+
+
+def _check_items(state: AppState, items: Sequence[MCQItem]) -> None:
+    limits = state.settings.limits
+    check_counts(limits, documents=len(items))
+    for i, item in enumerate(items):
+        check_texts(limits, **{f"items[{i}].question": item.question})
+        check_many(limits, f"items[{i}].options", item.options)
+
+
+async def _check_calibration(
+    state: AppState, request: Request, opts: MCQOptions, ks: Sequence[int]
+) -> None:
+    """Refuse a wrong calibration before anything is queued or charged (the worker re-checks)."""
+    if opts.calibration_id is None:
+        return
+    cal = await state.calibrations.get(_tenant(request), opts.calibration_id)
+    if cal is None:
+        raise UnknownCalibration(
+            f"no calibration {opts.calibration_id!r} for this tenant; list yours with GET "
+            "/v1/mcq/calibrations"
+        )
+    check_calibration(cal, opts.debias, ks, state.settings.model_name)
+
+
+@router.post("/answer", response_model=MCQAnswerResponse)
+async def answer(
+    req: MCQAnswerRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
+) -> MCQAnswerResponse:
+    """The option the model believes, with raw and debiased probabilities (METHODS B.4-B.7)."""
+    _check_items(state, [req])
+    await _check_calibration(state, request, req, [req.k])
+    return await run_job(
+        state, queue, request, response, "mcq_answer", req, MCQAnswerResponse, "/v1/mcq/answer"
+    )
+
+
+@router.post("/answer/batch", response_model=MCQBatchResponse)
+async def answer_batch(
+    req: MCQBatchRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
+) -> MCQBatchResponse:
+    """Many items in one request, scored in one engine batch."""
+    _check_items(state, req.items)
+    await _check_calibration(state, request, req, [it.k for it in req.items])
+    return await run_job(
+        state,
+        queue,
+        request,
+        response,
+        "mcq_batch",
+        req,
+        MCQBatchResponse,
+        "/v1/mcq/answer/batch",
+    )
+
+
+@router.post("/calibrations", response_model=CalibrationResponse)
+async def fit_calibration(
+    req: CalibrationRequest,
+    request: Request,
+    response: Response,
+    state: StateDep,
+    queue: QueueDep,
+) -> CalibrationResponse:
+    """Fit a debiasing method on unlabelled items; stored for this tenant, returns its id."""
+    _check_items(state, req.items)
+    return await run_job(
+        state,
+        queue,
+        request,
+        response,
+        "mcq_calibrate",
+        req,
+        CalibrationResponse,
+        "/v1/mcq/calibrations",
+    )
+
+
+@router.get("/calibrations", response_model=CalibrationList)
+async def list_calibrations(request: Request, state: StateDep) -> CalibrationList:
+    """This tenant's calibrations, oldest first."""
+    return CalibrationList(data=await state.calibrations.list(_tenant(request)))
+
+
+@router.get("/calibrations/{calibration_id}", response_model=Calibration)
+async def read_calibration(calibration_id: str, request: Request, state: StateDep) -> Calibration:
+    cal = await state.calibrations.get(_tenant(request), calibration_id)
+    if cal is None:
+        raise NotFound(f"no calibration {calibration_id!r} for this tenant")
+    return cal
+
+
+@router.delete("/calibrations/{calibration_id}", status_code=204)
+async def delete_calibration(calibration_id: str, request: Request, state: StateDep) -> Response:
+    if not await state.calibrations.delete(_tenant(request), calibration_id):
+        raise NotFound(f"no calibration {calibration_id!r} for this tenant")
+    return Response(status_code=204)

@@ -1,0 +1,12 @@
+"""Per-job context the serving layer reads: the tenant whose job is running.
+
+The job runner sets it before a job's handler runs (each job runs in its own task, so each
+has its own value); the judgment cache scopes its keys by it and MCQ calibrations are read
+and stored under it.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+current_tenant: ContextVar[str] = ContextVar("current_tenant", default="default")

@@ -1,0 +1,269 @@
+"""Multiple-choice answers and calibrations: request -> prompts -> letter logprobs -> debiasing.
+
+Every item's letter probabilities are read in one engine batch (``option_logprobs``: the K
+letters at the answer slot, exact, logsumexp over spellings). Debiasing is pure
+(:mod:`service.scoring.debias`); fitted parameters come from a stored calibration of the
+tenant whose job runs (:data:`service.serving.context.current_tenant`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from service.calibrations import CalibrationStore, new_calibration_id
+from service.engine.base import Engine, OptionCall, SpanCall, TokenUsage
+from service.errors import CalibrationMismatch, UnknownCalibration
+from service.protocol import Usage
+from service.protocol_mcq import (
+    Calibration,
+    CalibrationCost,
+    CalibrationRequest,
+    CalibrationResponse,
+    DebiasInfo,
+    MCQAnswer,
+    MCQAnswerRequest,
+    MCQAnswerResponse,
+    MCQBatchRequest,
+    MCQBatchResponse,
+    MCQItem,
+    MCQOptions,
+)
+from service.scoring import debias, prompts
+from service.serving.context import current_tenant
+
+# Which calibration methods each debiasing method accepts.
+COMPATIBLE = {
+    "popdebias": ("popdebias", "popdebias_binned"),
+    "pride": ("pride",),
+    "contextual": ("contextual",),
+}
+
+
+class MCQServing:
+    """Serves /v1/mcq/answer, /v1/mcq/answer/batch and fits /v1/mcq/calibrations."""
+
+    def __init__(self, engine: Engine, model_name: str, calibrations: CalibrationStore) -> None:
+        self._engine = engine
+        self._model = model_name
+        self._calibrations = calibrations
+        self._letters: dict[int, list[list[int]]] = {}
+
+    # -- answers ----------------------------------------------------------------------------
+
+    async def answer(self, req: MCQAnswerRequest) -> MCQAnswerResponse:
+        usage = TokenUsage()
+        cal = await self.calibration_for(req, [req.k])
+        [result] = await self._answer_items([req], req, cal, usage)
+        return MCQAnswerResponse(**result.model_dump(), model=self._model, usage=Usage.of(usage))
+
+    async def answer_batch(self, req: MCQBatchRequest) -> MCQBatchResponse:
+        usage = TokenUsage()
+        cal = await self.calibration_for(req, [it.k for it in req.items])
+        results = await self._answer_items(req.items, req, cal, usage)
+        return MCQBatchResponse(model=self._model, results=results, usage=Usage.of(usage))
+
+    async def calibration_for(self, opts: MCQOptions, ks: Sequence[int]) -> Calibration | None:
+        """The request's calibration, checked against its method, K and this model (422)."""
+        if opts.calibration_id is None:
+            return None
+        cal = await self._calibrations.get(current_tenant.get(), opts.calibration_id)
+        if cal is None:
+            raise UnknownCalibration(
+                f"no calibration {opts.calibration_id!r} for this tenant; list yours with GET "
+                "/v1/mcq/calibrations"
+            )
+        check_calibration(cal, opts.debias, ks, self._model)
+        return cal
+
+    async def _answer_items(
+        self,
+        items: Sequence[MCQItem],
+        opts: MCQOptions,
+        cal: Calibration | None,
+        usage: TokenUsage,
+    ) -> list[MCQAnswer]:
+        raw, pops = await asyncio.gather(
+            self.letter_probs(items, usage),
+            self._popularity(items, usage) if opts.debias == "popdebias" else _nothing(items),
+        )
+        p_cf: dict[int, list[float]] = {}
+        if opts.debias == "contextual" and cal is None:
+            for k in sorted({it.k for it in items}):
+                p_cf[k] = await self.content_free(k, usage)
+        results = []
+        for item, probs, pop in zip(items, raw, pops, strict=True):
+            out, params = _debiased(opts, cal, probs, pop, p_cf.get(item.k))
+            best = debias.argmax(out)
+            results.append(
+                MCQAnswer(
+                    probs_raw=probs,
+                    probs=out,
+                    answer_index=best,
+                    answer_letter=prompts.LETTERS[best],
+                    popularity=pop,
+                    debias=DebiasInfo(
+                        method=opts.debias,
+                        calibration_id=cal.id if cal else None,
+                        params=params,
+                    ),
+                )
+            )
+        return results
+
+    # -- engine reads -----------------------------------------------------------------------
+
+    def _letter_ids(self, k: int) -> list[list[int]]:
+        if k not in self._letters:
+            self._letters[k] = prompts.letter_variant_ids(self._engine.tokenizer, k)
+        return self._letters[k]
+
+    async def letter_probs(
+        self, items: Sequence[tuple[str, Sequence[str]] | MCQItem], usage: TokenUsage
+    ) -> list[list[float]]:
+        """Softmax over the K letters of each (question, options), all in one engine batch."""
+        calls = []
+        for item in items:
+            question, options = (item.question, item.options) if isinstance(item, MCQItem) else item
+            rendered = prompts.mcq_prompt(self._engine.tokenizer, question, options)
+            calls.append(OptionCall(rendered.prompt_ids, self._letter_ids(len(options))))
+        results = await self._engine.option_logprobs(calls)
+        for r in results:
+            usage.add(r.usage)
+        return [debias.softmax(r.logprobs) for r in results]
+
+    async def _popularity(
+        self, items: Sequence[MCQItem], usage: TokenUsage
+    ) -> list[list[float] | None]:
+        """Given values as they are; 'model': the question-free proxy, min-max per item."""
+        wanted = [it for it in items if it.popularity == "model"]
+        calls = []
+        for item in wanted:
+            for option in item.options:
+                ids, start = prompts.popularity_ids(self._engine.tokenizer, option)
+                calls.append(SpanCall(ids, start))
+        spans = await self._engine.span_logprobs(calls) if calls else []
+        for s in spans:
+            usage.add(s.usage)
+        out: list[list[float] | None] = []
+        cursor = 0
+        for item in items:
+            if item.popularity == "model":
+                means = [s.mean_logprob for s in spans[cursor : cursor + item.k]]
+                cursor += item.k
+                out.append(debias.min_max(means))
+            else:
+                out.append(item.popularity)
+        return out
+
+    async def content_free(self, k: int, usage: TokenUsage) -> list[float]:
+        """p_cf: mean letter probabilities on the content-free inputs (METHODS B.7)."""
+        inputs = [(text, [text] * k) for text in prompts.CONTENT_FREE]
+        return debias.mean_probs(await self.letter_probs(inputs, usage))
+
+    # -- calibrations -----------------------------------------------------------------------
+
+    async def calibrate(self, req: CalibrationRequest) -> CalibrationResponse:
+        usage = TokenUsage()
+        params = await self._fit(req, usage)
+        cal = Calibration(
+            id=new_calibration_id(),
+            name=req.name,
+            method=req.method,
+            model=self._model,
+            k=req.fitted_k,
+            params=params,
+            items=len(req.items),
+            cost=CalibrationCost(forward_passes=usage.engine_calls, tokens=usage.total_tokens),
+            created_at=time.time(),
+        )
+        await self._calibrations.put(current_tenant.get(), cal)
+        return CalibrationResponse(**cal.model_dump(), usage=Usage.of(usage))
+
+    async def _fit(self, req: CalibrationRequest, usage: TokenUsage) -> dict[str, Any]:
+        if req.method == "contextual":
+            k = req.fitted_k
+            assert k is not None  # the request model guarantees items or k
+            return {"p_cf": await self.content_free(k, usage)}
+        if req.method == "pride":
+            return {"prior": await self._pride_prior(req.items, usage)}
+        raw, pops = await asyncio.gather(
+            self.letter_probs(req.items, usage), self._popularity(req.items, usage)
+        )
+        given = [p for p in pops if p is not None]
+        if req.method == "popdebias":
+            return {"lambda": debias.fit_lambda(raw, given, req.phi), "phi": req.phi}
+        edges = list(req.bin_edges)
+        return {"log_pi": debias.fit_bins(raw, given, edges), "bin_edges": edges}
+
+    async def _pride_prior(self, items: Sequence[MCQItem], usage: TokenUsage) -> list[float]:
+        """Global letter prior from the K cyclic permutations of every calibration item."""
+        runs = [
+            (item.question, debias.cyclic(item.options, shift))
+            for item in items
+            for shift in range(item.k)
+        ]
+        probs = await self.letter_probs(runs, usage)
+        priors = []
+        cursor = 0
+        for item in items:
+            priors.append(debias.pride_item_prior(probs[cursor : cursor + item.k]))
+            cursor += item.k
+        return debias.pride_global_prior(priors)
+
+
+def check_calibration(cal: Calibration, method: str, ks: Sequence[int], model: str) -> None:
+    """422 when a calibration was fitted for another method, K or model."""
+    accepted = COMPATIBLE.get(method, ())
+    if cal.method not in accepted:
+        wanted = " or ".join(accepted) or "none (debias='none' uses no calibration)"
+        raise CalibrationMismatch(
+            f"calibration {cal.id} was fitted for method {cal.method!r}; debias={method!r} "
+            f"needs {wanted}"
+        )
+    wrong_k = sorted({k for k in ks if cal.k is not None and k != cal.k})
+    if wrong_k:
+        raise CalibrationMismatch(
+            f"calibration {cal.id} was fitted for {cal.k} options; this request has "
+            f"{wrong_k} (fit one per option count)"
+        )
+    if cal.model != model:
+        raise CalibrationMismatch(
+            f"calibration {cal.id} was fitted on model {cal.model!r}; this service runs {model!r}"
+        )
+
+
+def _debiased(
+    opts: MCQOptions,
+    cal: Calibration | None,
+    probs: list[float],
+    pop: list[float] | None,
+    p_cf: list[float] | None,
+) -> tuple[list[float], dict[str, Any]]:
+    """The debiased probabilities and the parameters applied."""
+    params = cal.params if cal is not None else {}
+    if opts.debias == "popdebias":
+        assert pop is not None  # the request model requires popularity for popdebias
+        if opts.popdebias_lambda is not None or "lambda" in params:
+            lam = opts.popdebias_lambda
+            lam = float(params["lambda"]) if lam is None else lam
+            phi = params.get("phi", opts.phi)
+            return debias.loglinear(probs, pop, lam, phi), {"lambda": lam, "phi": phi}
+        edges = params["bin_edges"]
+        return debias.binned(probs, pop, params["log_pi"], edges), {
+            "log_pi": params["log_pi"],
+            "bin_edges": edges,
+        }
+    if opts.debias == "pride":
+        return debias.pride(probs, params["prior"]), {"prior": params["prior"]}
+    if opts.debias == "contextual":
+        cf = params.get("p_cf", p_cf)
+        assert cf is not None
+        return debias.contextual(probs, cf), {"p_cf": cf}
+    return list(probs), {}
+
+
+async def _nothing(items: Sequence[MCQItem]) -> list[list[float] | None]:
+    return [it.popularity if isinstance(it.popularity, list) else None for it in items]
