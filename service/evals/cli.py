@@ -4,6 +4,8 @@ Usage:
     verifier eval processbench --output pb.json [--data FILE] [--limit N] [--mode direct]
         [--threshold 0.5] [--reasoning-tokens 256] [--early-stop/--no-early-stop]
         [--concurrency 8] [--url http://127.0.0.1:8000]
+    verifier eval mcq --output mcq.json [--data FILE] [--debias raw,pride,contextual]
+        [--limit N] [--calib-ratio 0.05] [--seed 0] [--concurrency 8] [--url ...]
     verifier eval bestofn --output bon.json [--data FILE] [--limit N] [--method fused]
         [--mode direct] [--alpha 0.5] [--aggregation mean_logit] [--reasoning-tokens 256]
         [--concurrency 8] [--url http://127.0.0.1:8000]
@@ -26,7 +28,7 @@ import typer
 from tqdm import tqdm
 
 from service.config import Settings
-from service.evals import bestofn, processbench
+from service.evals import bestofn, mcq, processbench
 from service.evals.client import ProgressFn, ServiceCallError
 from service.protocol import Aggregation, ProcessMode, ScoreMethod
 
@@ -37,7 +39,7 @@ DEFAULT_URL: Final = "http://127.0.0.1:8000"
 eval_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
-    help="Evaluation harnesses (ProcessBench, Best-of-N) against a running service.",
+    help="Evaluation harnesses (ProcessBench, Best-of-N, MCQ) against a running service.",
 )
 
 DataOpt = Annotated[
@@ -218,6 +220,60 @@ def bestofn_cmd(
         )
 
     _run("bestofn", job, output, bestofn_rows)
+
+
+def mcq_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Per method: accuracy, chance, RStd, cost per item and the letters it picks."""
+    rows = [
+        ("items (calibration held out)", f"{result['n_scored']} (+{result['n_calibration']})"),
+        ("skipped rows", fmt(len(result["skipped"]))),
+    ]
+    for name, m in result["methods"].items():
+        rows += [
+            (f"{name} accuracy", fmt(m["accuracy"], 4)),
+            (f"{name} chance", fmt(m["chance"], 4)),
+            (f"{name} RStd", fmt(m["rstd"])),
+            (f"{name} forward passes / item", fmt(m["forward_passes_per_item"], 3)),
+            (f"{name} tokens / item", fmt(m["tokens_per_item"], 1)),
+            (
+                f"{name} picks",
+                " ".join(f"{k}:{v:.2f}" for k, v in m["selection_rates"].items()),
+            ),
+        ]
+    return rows
+
+
+@eval_app.command("mcq")
+def mcq_cmd(
+    output: OutputOpt,
+    data: DataOpt = None,
+    limit: LimitOpt = None,
+    debias: Annotated[
+        str,
+        typer.Option(
+            "--debias", help="Comma-separated methods: raw, pride, contextual, popdebias."
+        ),
+    ] = "raw,pride,contextual",
+    calib_ratio: Annotated[
+        float,
+        typer.Option("--calib-ratio", min=0.0, max=0.5, help="Calibration split (held out)."),
+    ] = 0.05,
+    seed: Annotated[int, typer.Option("--seed", help="Shuffle seed of the split.")] = 0,
+    concurrency: ConcurrencyOpt = 8,
+    url: UrlOpt = DEFAULT_URL,
+) -> None:
+    """MCQ accuracy, letter selection rates, RStd and cost, raw vs debiased (METHODS B.4-B.7).
+
+    Reads ARC jsonl or the mcqa CSV format (question, choices, answer)."""
+    path = resolve_data(data, mcq.DEFAULT_FILE)
+    methods = [m.strip() for m in debias.split(",") if m.strip()]
+
+    def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+        return mcq.run_mcq(
+            url, path, methods, limit, calib_ratio, seed, concurrency, progress=progress
+        )
+
+    _run("mcq", job, output, mcq_rows)
 
 
 if __name__ == "__main__":

@@ -94,3 +94,28 @@ def test_bestofn_pick_and_report(server: Any, tmp_path: Path, data_dir: Path) ->
         assert item["picked_correct"] == item["correct"][item["picked"]]
     picked_correct = [i["picked_correct"] for i in result["items"]]
     assert result["selection_accuracy"] == pytest.approx(sum(picked_correct) / 3)
+
+
+def test_mcq_raw_pride_contextual_report(server: Any, tmp_path: Path, data_dir: Path) -> None:
+    data = data_dir / "arc" / "ARC-Challenge-Dev.jsonl"
+    out = tmp_path / "mcq.json"
+    run_cli(
+        "mcq",
+        *("--data", str(data), "--limit", "40", "--calib-ratio", "0.1"),
+        *("--debias", "raw,pride,contextual"),
+        *("--url", server.url, "--output", str(out)),
+    )
+    result = json.loads(out.read_text())
+    assert result["n_items"] == 40
+    assert result["n_calibration"] >= 4
+    assert result["n_scored"] + result["n_calibration"] == 40  # the calibration split is held out
+    raw, pride, contextual = (result["methods"][m] for m in ("raw", "pride", "contextual"))
+    for m in (raw, pride, contextual):
+        assert m["n"] == result["n_scored"]
+        assert 0.0 <= m["accuracy"] <= 1.0
+        assert sum(m["selection_rates"].values()) == pytest.approx(1.0)
+    assert raw["forward_passes_per_item"] == 1.0
+    # PriDe: K passes per calibration item, spread over the scored items, plus one pass each.
+    assert pride["forward_passes_per_item"] > 1.0
+    assert contextual["forward_passes_per_item"] > 1.0
+    assert result["skipped"] == []
