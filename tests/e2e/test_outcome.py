@@ -24,6 +24,7 @@ def logit_tol(server: Any) -> float:
     dtype = httpx.get(server.url + "/v1/models", timeout=10).json()["data"][0]["dtype"]
     return LOGIT_TOL[dtype]
 
+
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips in total?"
 RIGHT = "In May she sold 48 / 2 = 24 clips. In total 48 + 24 = 72 clips. The answer is 72."
 WRONG = "In May she sold 48 * 2 = 96 clips. In total 48 + 96 = 144 clips. The answer is 144."
