@@ -84,15 +84,12 @@ def pretokenize(tokenizer: Any, pairs: list[Pair]) -> dict[Pair, list[int]]:
     return {p: direct_ids(tokenizer, p) for p in pairs}
 
 
-async def run_raw(
-    settings: Settings, model: str, work: list[Pair], warm: list[Pair], conc: int
-) -> float:
-    from vllm import AsyncEngineArgs, AsyncLLMEngine, SamplingParams
-    from vllm.inputs import TokensPrompt
-    from vllm.sampling_params import RequestOutputKind
+def raw_engine(settings: Settings, model: str) -> Any:
+    """A bare AsyncLLM with the service's engine settings (the baseline of every benchmark)."""
+    from vllm import AsyncEngineArgs, AsyncLLMEngine
 
     cfg = settings.engine
-    llm = AsyncLLMEngine.from_engine_args(
+    return AsyncLLMEngine.from_engine_args(
         AsyncEngineArgs(
             model=model,
             dtype=resolve_dtype(cfg.dtype, "cpu"),
@@ -105,6 +102,16 @@ async def run_raw(
             seed=cfg.seed,
         )
     )
+
+
+async def run_raw(
+    settings: Settings, model: str, work: list[Pair], warm: list[Pair], conc: int
+) -> float:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import RequestOutputKind
+
+    llm = raw_engine(settings, model)
     tok = llm.get_tokenizer()
     labels = [
         tok.encode("1", add_special_tokens=False)[0],

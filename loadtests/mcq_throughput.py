@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from judge_throughput import ROOT, block_size, process, wait_ok
+from judge_throughput import ROOT, process, raw_engine, wait_ok
 
 from service.config import Settings
-from service.engine.device import resolve_dtype
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import configure_vllm_env
 from service.evals.mcq_data import GoldItem, read_arc
@@ -47,24 +46,11 @@ async def drive(items: list[Any], concurrency: int, one: Callable[[Any], Awaitab
 
 
 async def run_raw(settings: Settings, model: str, items: list[GoldItem], conc: int) -> float:
-    from vllm import AsyncEngineArgs, AsyncLLMEngine, SamplingParams
+    from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RequestOutputKind
 
-    cfg = settings.engine
-    llm = AsyncLLMEngine.from_engine_args(
-        AsyncEngineArgs(
-            model=model,
-            dtype=resolve_dtype(cfg.dtype, "cpu"),
-            max_model_len=cfg.max_model_len,
-            enforce_eager=cfg.enforce_eager,
-            enable_prefix_caching=True,
-            block_size=block_size(settings),
-            max_num_seqs=cfg.max_num_seqs,
-            max_logprobs=20,
-            seed=cfg.seed,
-        )
-    )
+    llm = raw_engine(settings, model)
     tok = llm.get_tokenizer()
     letters = prompts.letter_variant_ids(tok, 4)
     flat = [i for ids in letters for i in ids]

@@ -34,6 +34,7 @@ from service.engine.device import detect_device, resolve_dtype
 from service.engine.reaper import start_reaper
 from service.errors import EngineFailure
 from service.scoring.outcome import rationale_finish
+from service.scoring.prompts import token_variants
 from service.scoring.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -72,14 +73,10 @@ def configure_vllm_env(settings: Settings, device: str) -> None:
 
 def label_variant_ids(tokenizer: Tokenizer, label: str) -> list[int]:
     """Single-token ids that spell ``label`` (e.g. "1" and, where it exists, " 1")."""
-    ids: list[int] = []
-    for text in (label, " " + label):
-        enc = tokenizer.encode(text, add_special_tokens=False)
-        if len(enc) == 1 and enc[0] not in ids:
-            ids.append(enc[0])
-    if not ids:
-        raise EngineFailure(f"the tokenizer has no single token for the label {label!r}")
-    return ids
+    try:
+        return token_variants(tokenizer, label)
+    except ValueError as exc:
+        raise EngineFailure(str(exc)) from exc
 
 
 def _logsumexp(values: Sequence[float]) -> float:
@@ -185,28 +182,10 @@ class VLLMEngine:
             )
 
     async def _verdict(self, ids: Sequence[int]) -> tuple[float, TokenUsage]:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        self._check_fits(len(ids), 1)
-        params = SamplingParams(
-            max_tokens=1,
-            temperature=0.0,
-            logprob_token_ids=self._pos_ids + self._neg_ids,
-            output_kind=RequestOutputKind.FINAL_ONLY,
-            detokenize=False,
-        )
-        out = await self._run(ids, params)
-        logprobs = out.outputs[0].logprobs
-        if not logprobs:
-            raise EngineFailure("engine returned no label logprobs")
-        slot = logprobs[0]
-        try:
-            pos = _logsumexp([slot[i].logprob for i in self._pos_ids])
-            neg = _logsumexp([slot[i].logprob for i in self._neg_ids])
-        except KeyError as exc:
-            raise EngineFailure(f"label token {exc} missing from the engine's logprobs") from exc
-        return pos - neg, _usage(out)
+        """logp("1") - logp("0") at the end of ``ids``: the two labels as two options."""
+        read = await self._options_one(OptionCall(ids, [self._pos_ids, self._neg_ids]))
+        pos, neg = read.logprobs
+        return pos - neg, read.usage
 
     async def _judge_one(self, call: JudgeCall) -> JudgeResult:
         if call.reasoning_tokens <= 0:
@@ -313,12 +292,12 @@ class VLLMEngine:
         out = await self._run(call.prompt_ids, params)
         logprobs = out.outputs[0].logprobs
         if not logprobs:
-            raise EngineFailure("engine returned no option logprobs")
+            raise EngineFailure("engine returned no logprobs at the answer slot")
         slot = logprobs[0]
         try:
             values = [_logsumexp([slot[i].logprob for i in ids]) for ids in call.option_ids]
         except KeyError as exc:
-            raise EngineFailure(f"option token {exc} missing from the engine's logprobs") from exc
+            raise EngineFailure(f"token {exc} missing from the engine's logprobs") from exc
         return OptionResult(logprobs=values, usage=_usage(out))
 
     async def option_logprobs(self, calls: Sequence[OptionCall]) -> list[OptionResult]:

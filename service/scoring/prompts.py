@@ -270,19 +270,21 @@ def mcq_prompt(tokenizer: Tokenizer, question: str, options: Sequence[str]) -> R
     return RenderedMCQ(prompt_ids=_encode(tokenizer, text), text=text)
 
 
+def token_variants(tokenizer: Tokenizer, text: str) -> list[int]:
+    """The single-token ids that spell ``text`` ("A" and " A", "1" and " 1", where they exist)."""
+    ids: list[int] = []
+    for form in (text, " " + text):
+        enc = tokenizer.encode(form, add_special_tokens=False)
+        if len(enc) == 1 and enc[0] not in ids:
+            ids.append(enc[0])
+    if not ids:
+        raise ValueError(f"the tokenizer has no single token for {text!r}")
+    return ids
+
+
 def letter_variant_ids(tokenizer: Tokenizer, k: int) -> list[list[int]]:
     """Per letter, the single-token ids that spell it ("A" and " A" where both exist)."""
-    out = []
-    for letter in LETTERS[:k]:
-        ids: list[int] = []
-        for text in (letter, " " + letter):
-            enc = tokenizer.encode(text, add_special_tokens=False)
-            if len(enc) == 1 and enc[0] not in ids:
-                ids.append(enc[0])
-        if not ids:
-            raise ValueError(f"the tokenizer has no single token for the letter {letter!r}")
-        out.append(ids)
-    return out
+    return [token_variants(tokenizer, letter) for letter in LETTERS[:k]]
 
 
 def popularity_ids(tokenizer: Tokenizer, option: str) -> tuple[list[int], int]:
