@@ -123,7 +123,8 @@ class Worker:
                 self._beat()
                 jobs, tokens = self._room()
                 if jobs <= 0 or tokens <= 0:
-                    await self._wait(self._freed, self._block_ms / 1000)
+                    self._freed.clear()
+                    await _wait_any((self._freed, self._stopping), self._block_ms / 1000)
                     continue
                 for delivery in await self._pull(jobs, tokens):
                     self._start(delivery)
@@ -146,23 +147,14 @@ class Worker:
         """Wait for the jobs in flight, at most until the latest deadline plus the grace."""
         while self._inflight:  # the watchdog bounds each job at its deadline plus the grace
             self._beat()
-            await self._wait(self._freed, WATCH_INTERVAL_S)
+            self._freed.clear()
+            await _wait_any((self._freed,), WATCH_INTERVAL_S)
 
     def _beat(self) -> None:
         self._loop_beat = time.monotonic()
         # A heartbeat for liveness alerts: a loop that stops pulling stops calling this.
         if self._on_progress is not None:
             self._on_progress()
-
-    async def _wait(self, event: asyncio.Event, timeout: float) -> None:
-        """Wait for ``event`` (cleared first) or ``stop()``, at most ``timeout`` seconds."""
-        event.clear()
-        waits = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(self._stopping.wait())]
-        try:
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()  # our own plain waits: they cannot swallow it
 
     # -- pulling --------------------------------------------------------------------------
 
@@ -181,7 +173,7 @@ class Worker:
         else:
             self._report(batch)
             return batch
-        await self._wait(asyncio.Event(), BACKOFF_S)
+        await _wait_any((self._stopping,), BACKOFF_S)
         return []
 
     def _report(self, batch: Sequence[Delivery]) -> None:
@@ -276,7 +268,7 @@ class Worker:
         interval = self._settings.claim_idle_ms / 3000
         pending: asyncio.Task[None] | None = None
         while not self._finished.is_set():
-            await self._wait(self._finished, interval)
+            await _wait_any((self._finished,), interval)
             if self._finished.is_set():
                 break
             if pending is not None and not pending.done():
@@ -307,7 +299,7 @@ class Worker:
         """Answer wedged jobs with 504 and notice a pull loop that stopped making progress."""
         grace = self._settings.stuck_grace_s
         while not self._finished.is_set():
-            await self._wait(self._finished, min(WATCH_INTERVAL_S, grace / 4))
+            await _wait_any((self._finished,), min(WATCH_INTERVAL_S, grace / 4))
             if self._finished.is_set():
                 break
             now = time.time()
@@ -352,6 +344,16 @@ class Worker:
         self.stop()
         if self._on_stall is not None:
             self._on_stall(reason)
+
+
+async def _wait_any(events: Sequence[asyncio.Event], timeout: float) -> None:
+    """Wait until one of ``events`` is set, at most ``timeout`` seconds."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()  # our own plain Event waits: they cannot swallow it
 
 
 def _cancelled() -> bool:

@@ -236,6 +236,32 @@ async def test_worker_renews_exactly_the_jobs_in_flight() -> None:
     await queue.close()
 
 
+async def test_draining_keeps_the_renewal_pace_and_does_not_spin() -> None:
+    """While draining, helper loops still wait their interval (they must not see stop() as a
+    wake-up and run in a tight loop against Redis)."""
+    queue = RenewingQueue(QueueSettings(claim_idle_ms=300, batch_wait_ms=1))
+    release = asyncio.Event()
+    beats: list[float] = []
+
+    async def handle(job: Job) -> JobOutcome:
+        await release.wait()
+        return JobOutcome.success({})
+
+    worker = Worker(queue, handle, queue.settings, block_ms=10, on_progress=lambda: beats.append(1))
+    run = asyncio.create_task(worker.run())
+    submitted = asyncio.create_task(queue.submit(make_job()))
+    await until(lambda: worker.inflight == 1)
+    worker.stop()
+    renewals, heartbeat = len(queue.renewals), len(beats)
+    await asyncio.sleep(0.5)  # five renewal intervals of 100 ms
+    assert len(queue.renewals) - renewals <= 6
+    assert len(beats) - heartbeat <= 6  # the drain loop wakes about once a second, or on a job
+    release.set()
+    assert (await submitted).ok
+    await asyncio.wait_for(run, 2)
+    await queue.close()
+
+
 class SwallowingRenewQueue(RecordingQueue):
     """Renewals that misbehave the way a Redis call with its own timeout can.
 
