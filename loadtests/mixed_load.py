@@ -5,7 +5,8 @@ Workload (GSM8K pairs from gsm8k/example_model_solutions.jsonl):
 - loaded: 8 clients loop reasoning judgments (reasoning_tokens 96, greedy) while 1 client
   sends 12 sequential direct judgments on other pairs.
 Reported per server: direct p50 idle and loaded, reasoning judgments/s during the loaded
-window, and the mean rationale length. vLLM's server gets the same prompt ids: a reasoning
+window (from the first to the last direct judgment, which are 1 s apart), and the mean
+rationale length. vLLM's server gets the same prompt ids: a reasoning
 judgment there is a generation (max 96 tokens, stop at the verdict marker) followed by the
 verdict call, exactly the two engine calls the service makes. Every judgment is scored afresh
 (`cache: false`), and each server gets a fresh engine with the same settings.
@@ -40,12 +41,13 @@ REASONING_TOKENS = 96
 One = Callable[[Pair], Awaitable[int]]  # returns rationale tokens (0 for direct)
 
 
-async def sequential_latencies(one: One, pairs: list[Pair]) -> list[float]:
+async def sequential_latencies(one: One, pairs: list[Pair], gap_s: float = 0.0) -> list[float]:
     out = []
     for pair in pairs:
         start = time.perf_counter()
         await one(pair)
         out.append(time.perf_counter() - start)
+        await asyncio.sleep(gap_s)
     return out
 
 
@@ -66,7 +68,9 @@ async def measure(direct: One, reason: One, settings: argparse.Namespace, work: 
     clients = [asyncio.create_task(reasoner(k)) for k in range(settings.reasoning_clients)]
     await asyncio.sleep(settings.ramp_s)  # the reasoning clients fill the engine first
     start = time.perf_counter()
-    loaded = await sequential_latencies(direct, loaded_pairs)
+    # Spaced out, so the window over which reasoning throughput is counted is long enough
+    # (about 12 x (latency + gap)) to hold dozens of reasoning judgments.
+    loaded = await sequential_latencies(direct, loaded_pairs, settings.direct_gap_s)
     end = time.perf_counter()
     stop.set()
     await asyncio.gather(*clients)
@@ -196,6 +200,9 @@ async def main() -> None:
     ap.add_argument("--reasoning-clients", type=int, default=8)
     ap.add_argument("--direct", type=int, default=12, help="sequential direct judgments")
     ap.add_argument("--ramp-s", type=float, default=5.0)
+    ap.add_argument(
+        "--direct-gap-s", type=float, default=1.0, help="pause between the direct judgments"
+    )
     ap.add_argument("--port", type=int, default=8741)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
     args = ap.parse_args()

@@ -35,7 +35,7 @@ from service.engine.reaper import start_reaper
 from service.errors import EngineFailure
 from service.scoring.outcome import rationale_finish
 from service.scoring.prompts import token_variants
-from service.scoring.tokenizer import Tokenizer
+from service.scoring.tokenizer import Tokenizer, encode
 
 if TYPE_CHECKING:
     from vllm import RequestOutput, SamplingParams
@@ -193,7 +193,7 @@ class VLLMEngine:
             return JudgeResult(logit=logit, usage=usage)
         gen = (await self.generate([_rationale_call(call)]))[0]
         rationale = gen.text.rstrip()
-        rationale_ids = self._tokenizer.encode(rationale, add_special_tokens=False)
+        rationale_ids = encode(self._tokenizer, rationale)
         # Re-encoding the text (not reusing generated ids) drops EOS and partial stop strings;
         # the prompt part still hits the prefix cache.
         ids = [*call.prompt_ids, *rationale_ids, *call.after_rationale_ids]

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from service.scoring.tokenizer import Tokenizer
+from service.scoring.tokenizer import Tokenizer, encode
 
 VERDICT_MARKER = "Verdict:"
 VERDICT_PREFIX = VERDICT_MARKER + " "  # the trailing space matters: "1"/"0" follow as own tokens
@@ -72,7 +72,7 @@ def render_chat(tokenizer: Tokenizer, system: str, user: str) -> str:
 
 def _encode(tokenizer: Tokenizer, text: str) -> list[int]:
     # The template text already holds its BOS when the model wants one.
-    return list(tokenizer.encode(text, add_special_tokens=False))
+    return encode(tokenizer, text)
 
 
 def render_judge(tokenizer: Tokenizer, user: str) -> RenderedJudge:
@@ -274,7 +274,7 @@ def token_variants(tokenizer: Tokenizer, text: str) -> list[int]:
     """The single-token ids that spell ``text`` ("A" and " A", "1" and " 1", where they exist)."""
     ids: list[int] = []
     for form in (text, " " + text):
-        enc = tokenizer.encode(form, add_special_tokens=False)
+        enc = encode(tokenizer, form)
         if len(enc) == 1 and enc[0] not in ids:
             ids.append(enc[0])
     if not ids:

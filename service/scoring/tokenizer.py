@@ -12,3 +12,17 @@ class Tokenizer(Protocol):
     def encode(self, text: str, *args: Any, **kwargs: Any) -> list[int]: ...
 
     def apply_chat_template(self, messages: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def encode(tokenizer: Tokenizer, text: str) -> list[int]:
+    """Token ids of ``text`` without added special tokens (special tokens written in the text
+    are still recognised).
+
+    Goes straight to the fast tokenizer's Rust backend where there is one: the same ids
+    (tested), but vLLM's tokenizer wrapper around ``encode`` cost about a third of the API
+    process's event-loop time under MCQ load.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return list(backend.encode(text, add_special_tokens=False).ids)
+    return list(tokenizer.encode(text, add_special_tokens=False))

@@ -21,6 +21,7 @@ from service.protocol import (
 from service.scoring import prompts, splitting
 from service.scoring.outcome import combine_samples, sigmoid
 from service.scoring.process import aggregate, first_error_step
+from service.scoring.tokenizer import encode
 from service.serving.outcome import judge_calls, sample_judgments
 
 
@@ -40,7 +41,7 @@ class SplitServing:
     async def _model_copy(self, response: str) -> tuple[str, TokenUsage]:
         tok = self._engine.tokenizer
         ids = prompts.split_prompt_ids(tok, response, splitting.SPLIT_MARKER)
-        n_text = len(tok.encode(response, add_special_tokens=False))
+        n_text = len(encode(tok, response))
         # Room for the copy, its markers (about 4 tokens each) and an echoed fence.
         budget = int(n_text * 1.25) + 64
         (out,) = await self._engine.generate([GenerateCall(prompt_ids=ids, max_tokens=budget)])
