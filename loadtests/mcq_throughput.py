@@ -16,33 +16,18 @@ import json
 import math
 import os
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-from judge_throughput import ROOT, process, raw_engine, wait_ok
+from judge_throughput import ROOT, drive, process, raw_engine, wait_ok
 
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import configure_vllm_env
 from service.evals.mcq_data import GoldItem, read_arc
 from service.scoring import debias, prompts
-
-
-async def drive(items: list[Any], concurrency: int, one: Callable[[Any], Awaitable[None]]) -> float:
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    for it in items:
-        queue.put_nowait(it)
-
-    async def client() -> None:
-        while not queue.empty():
-            await one(queue.get_nowait())
-
-    start = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(concurrency)))
-    return time.perf_counter() - start
 
 
 async def run_raw(settings: Settings, model: str, items: list[GoldItem], conc: int) -> float:
@@ -77,7 +62,7 @@ async def run_raw(settings: Settings, model: str, items: list[GoldItem], conc: i
 
     try:
         await drive(WARM, conc, one)  # warm-up on items outside the workload
-        return len(items) / await drive(items, conc, one)
+        return await drive(items, conc, one)
     finally:
         llm.shutdown()
 
@@ -116,14 +101,15 @@ async def run_service(
 
             await drive(WARM, conc, one)  # warm-up on items outside the workload
             if mode == "ours":
-                return len(items) / await drive(items, conc, one)
+                return await drive(items, conc, one)
             if mode == "batch":
                 chunks = [items[i : i + batch] for i in range(0, len(items), batch)]
 
                 async def many(chunk: list[GoldItem]) -> None:
                     await post("/v1/mcq/answer/batch", {"items": [item_body(i) for i in chunk]})
 
-                return len(items) / await drive(chunks, max(1, conc // batch), many)
+                per_request = await drive(chunks, max(1, conc // batch), many)
+                return per_request * len(items) / len(chunks)
             return await pride_cost(post, items, conc)
 
 
