@@ -15,6 +15,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
+CLOSE_TIMEOUT_S = 5.0  # closing a client or a store: it answers at once or is left behind
+
 
 async def bounded(coro: Coroutine[Any, Any, None], timeout: float, what: str) -> None:
     """Await ``coro`` in its own task for at most ``timeout`` s; a hung one is left behind."""

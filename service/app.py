@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.aio import bounded, wait_bounded
+from service.aio import CLOSE_TIMEOUT_S, bounded, wait_bounded
 from service.api import health, judge, mcq, rerank, split
 from service.api.deps import AppState
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
@@ -39,13 +39,12 @@ from service.protocol import OutcomeRequest
 from service.queue.base import JobQueue
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
-from service.serving.cache import JudgmentStore, MemoryStore
+from service.serving.cache import JudgmentStore, MemoryStore, RedisStore
 from service.serving.services import JobRunner, Services
 from service.telemetry import Metrics
 
 logger = logging.getLogger(__name__)
 
-CLOSE_TIMEOUT_S = 5.0
 # `verifier worker` metrics ports when none is set: the first free one of these.
 METRICS_PORT = 9101
 METRICS_PORTS = 100
@@ -82,16 +81,13 @@ def _start_engine(settings: Settings) -> Engine:
     return VLLMEngine.start(settings, resolve_model(settings))
 
 
-def make_judgment_store(settings: Settings) -> JudgmentStore | None:
-    """The judgment cache's store: Redis (shared by every worker) when configured."""
+def make_judgment_store(settings: Settings, redis: Any) -> JudgmentStore | None:
+    """The judgment cache's store: Redis (shared by every worker) when configured; it uses
+    the process's Redis client, which its owner closes."""
     cfg = settings.cache
     if not cfg.enabled:
         return None
-    if settings.redis_url:
-        from service.redis_client import connect
-        from service.serving.cache import RedisStore
-
-        redis = connect(settings.redis_url, settings.queue.redis_timeout_s)
+    if redis is not None:
         return RedisStore(redis, settings.queue.key_prefix, cfg.max_entries, cfg.ttl_s)
     return MemoryStore(cfg.max_entries, cfg.ttl_s)
 
@@ -107,10 +103,11 @@ async def start_services(
     settings: Settings,
     metrics: Metrics | None = None,
     calibrations: CalibrationStore | None = None,
+    redis: Any = None,
 ) -> Services:
     """Prepare the model, start the engine, score a probe judgment."""
     engine = await asyncio.to_thread(_start_engine, settings)
-    store = make_judgment_store(settings)
+    store = make_judgment_store(settings, redis)
     if store is not None and metrics is not None:
         metrics.watch_cache(store)
     services = Services.build(engine, settings.model_name, store, calibrations)
@@ -146,7 +143,9 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
     assert state.queue is not None
     try:
         if run_worker:
-            state.services = await start_services(state.settings, state.metrics, state.calibrations)
+            state.services = await start_services(
+                state.settings, state.metrics, state.calibrations, state.redis
+            )
             worker = make_worker(
                 state.settings,
                 state.queue,
@@ -316,7 +315,7 @@ async def run_worker_process(settings: Settings) -> int:
     queue = make_queue(settings, "worker")
     metrics.watch_queue(queue)
     redis = make_redis(settings)
-    services = await start_services(settings, metrics, make_calibrations(settings, redis))
+    services = await start_services(settings, metrics, make_calibrations(settings, redis), redis)
     worker = make_worker(settings, queue, services, metrics, on_stall=_exit_stalled)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)

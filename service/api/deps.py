@@ -106,6 +106,12 @@ def tenant_of(request: Request) -> KeyRecord | None:
     return record
 
 
+def tenant_name(request: Request) -> str:
+    """The tenant of the request's key ("default" with auth off)."""
+    record = tenant_of(request)
+    return record.tenant if record else "default"
+
+
 def _plan(state: AppState, kind: str, req: BaseModel, tenant: str) -> budget.BudgetPlan:
     try:
         return budget.plan(kind, req)
@@ -126,7 +132,7 @@ async def run_job(
 ) -> R:
     """Plan, reserve quota, submit, wait, settle, record; the response carries budget info."""
     record = tenant_of(request)
-    tenant = record.tenant if record else "default"
+    tenant = tenant_name(request)
     plan = _plan(state, kind, req, tenant)
     estimate = plan.estimate.total
     reservation: Reservation | None = None

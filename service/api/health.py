@@ -7,7 +7,7 @@ import contextlib
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from service.api.deps import StateDep, tenant_of
+from service.api.deps import StateDep, tenant_name
 from service.errors import NotFound, ServiceError
 from service.protocol import ModelCard, ModelList, Readiness
 
@@ -53,8 +53,7 @@ async def metrics(state: StateDep) -> Response:
 @router.get("/v1/results/{job_id}", tags=["jobs"])
 async def result(job_id: str, request: Request, state: StateDep) -> JSONResponse:
     """The stored result of a job (id from the X-Job-Id header), for the tenant that sent it."""
-    record = tenant_of(request)
-    tenant = record.tenant if record else "default"
+    tenant = tenant_name(request)
     outcome = None
     if state.queue is not None:
         outcome = await state.queue.lookup(tenant, job_id)

@@ -14,7 +14,7 @@ from service.api.deps import (
     check_many,
     check_texts,
     run_job,
-    tenant_of,
+    tenant_name,
 )
 from service.api.judge import ERRORS
 from service.errors import NotFound, UnknownCalibration
@@ -35,11 +35,6 @@ from service.serving.mcq import check_calibration
 router = APIRouter(prefix="/v1/mcq", tags=["mcq"], responses=ERRORS)
 
 
-def _tenant(request: Request) -> str:
-    record = tenant_of(request)
-    return record.tenant if record else "default"
-
-
 def _check_items(state: AppState, items: Sequence[MCQItem]) -> None:
     limits = state.settings.limits
     check_counts(limits, documents=len(items))
@@ -54,7 +49,7 @@ async def _check_calibration(
     """Refuse a wrong calibration before anything is queued or charged (the worker re-checks)."""
     if opts.calibration_id is None:
         return
-    cal = await state.calibrations.get(_tenant(request), opts.calibration_id)
+    cal = await state.calibrations.get(tenant_name(request), opts.calibration_id)
     if cal is None:
         raise UnknownCalibration(
             f"no calibration {opts.calibration_id!r} for this tenant; list yours with GET "
@@ -119,12 +114,12 @@ async def fit_calibration(
 @router.get("/calibrations", response_model=CalibrationList)
 async def list_calibrations(request: Request, state: StateDep) -> CalibrationList:
     """This tenant's calibrations, oldest first."""
-    return CalibrationList(data=await state.calibrations.list(_tenant(request)))
+    return CalibrationList(data=await state.calibrations.list(tenant_name(request)))
 
 
 @router.get("/calibrations/{calibration_id}", response_model=Calibration)
 async def read_calibration(calibration_id: str, request: Request, state: StateDep) -> Calibration:
-    cal = await state.calibrations.get(_tenant(request), calibration_id)
+    cal = await state.calibrations.get(tenant_name(request), calibration_id)
     if cal is None:
         raise NotFound(f"no calibration {calibration_id!r} for this tenant")
     return cal
@@ -132,6 +127,6 @@ async def read_calibration(calibration_id: str, request: Request, state: StateDe
 
 @router.delete("/calibrations/{calibration_id}", status_code=204)
 async def delete_calibration(calibration_id: str, request: Request, state: StateDep) -> Response:
-    if not await state.calibrations.delete(_tenant(request), calibration_id):
+    if not await state.calibrations.delete(tenant_name(request), calibration_id):
         raise NotFound(f"no calibration {calibration_id!r} for this tenant")
     return Response(status_code=204)

@@ -147,9 +147,6 @@ class MemoryStore:
             self._data.popitem(last=False)
             self.evictions += 1
 
-    def __len__(self) -> int:
-        return len(self._data)
-
     async def close(self) -> None:
         self._data.clear()
 
@@ -206,7 +203,7 @@ class RedisStore:
         self.evictions += int(evicted)
 
     async def close(self) -> None:
-        await self._redis.aclose()
+        """Nothing to release: the Redis client belongs to the process that passed it in."""
 
 
 class CachingEngine:

@@ -87,7 +87,9 @@ class MCQServing:
     ) -> list[MCQAnswer]:
         raw, pops = await asyncio.gather(
             self.letter_probs(items, usage),
-            self._popularity(items, usage) if opts.debias == "popdebias" else _nothing(items),
+            self._popularity(items, usage)
+            if opts.debias == "popdebias"
+            else _given_popularity(items),
         )
         p_cf: dict[int, list[float]] = {}
         if opts.debias == "contextual" and cal is None:
@@ -265,5 +267,6 @@ def _debiased(
     return list(probs), {}
 
 
-async def _nothing(items: Sequence[MCQItem]) -> list[list[float] | None]:
+async def _given_popularity(items: Sequence[MCQItem]) -> list[list[float] | None]:
+    """Popularity as the client gave it (no 'model' proxy is computed without popdebias)."""
     return [it.popularity if isinstance(it.popularity, list) else None for it in items]

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from service.aio import bounded
+from service.aio import CLOSE_TIMEOUT_S, bounded
 from service.calibrations import CalibrationStore, MemoryCalibrations
 from service.engine.base import Engine
 from service.errors import InvalidRequest, ServiceError
@@ -34,8 +34,6 @@ from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.score import ScoreServing
 from service.telemetry import Metrics
-
-CLOSE_TIMEOUT_S = 5.0
 
 
 @dataclass

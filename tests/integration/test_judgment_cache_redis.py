@@ -40,7 +40,7 @@ async def test_entries_round_trip_with_their_ttl(prefix: str) -> None:
     assert await s.get_many(["k1", "missing"]) == [value, None]
     ttl = await s._redis.ttl(Keys(prefix).judgment("k1"))
     assert 0 < ttl <= 120
-    await s.close()
+    await s._redis.aclose()  # the store does not own its client
 
 
 async def test_the_size_cap_evicts_the_oldest(prefix: str) -> None:
@@ -53,7 +53,7 @@ async def test_the_size_cap_evicts_the_oldest(prefix: str) -> None:
     assert found == [None, None, value, value, value]
     assert s.evictions == 2
     assert await s._redis.zcard(Keys(prefix).judgment_index) == 3
-    await s.close()
+    await s._redis.aclose()  # the store does not own its client
 
 
 async def test_two_workers_share_the_cache(prefix: str) -> None:
@@ -66,8 +66,8 @@ async def test_two_workers_share_the_cache(prefix: str) -> None:
     assert (len(a_engine.scored), len(b_engine.scored)) == (1, 0)
     assert again[0].logit == fresh[0].logit
     assert again[0].usage.cached_judgments == 1
-    await a.store.close()
-    await b.store.close()
+    await a.store._redis.aclose()  # type: ignore[attr-defined]
+    await b.store._redis.aclose()  # type: ignore[attr-defined]
 
 
 async def test_redis_down_scores_afresh() -> None:
@@ -79,4 +79,4 @@ async def test_redis_down_scores_afresh() -> None:
     results = await caching.judge([call(1), call(1)])
     assert len(engine.scored) == 1  # still deduplicated within the list
     assert [r.usage.cached_judgments for r in results] == [0, 1]
-    await caching.store.close()
+    await caching.store._redis.aclose()  # type: ignore[attr-defined]
