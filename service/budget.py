@@ -26,7 +26,7 @@ import math
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 
@@ -39,6 +39,7 @@ from service.protocol import (
     ScoreRequest,
     SplitRequest,
 )
+from service.protocol_audit import AuditRequest, PopMCQRequest
 from service.protocol_mcq import (
     CalibrationRequest,
     MCQAnswerRequest,
@@ -104,6 +105,8 @@ MCQ_OVERHEAD: Final = 80  # system, "Question: ", task line, "Answer:"; measured
 MCQ_OPTION_OVERHEAD: Final = 4  # "A. " and the newline; measured 4
 POPULARITY_OVERHEAD: Final = 4  # "Answer:" before an option text; measured 2
 CONTENT_FREE_INPUTS: Final = 3  # contextual calibration's content-free prompts
+AUDIT_OVERHEAD: Final = 130  # system, C.2 instruction, "ANSWER:"; measured <= 107
+TAG_OVERHEAD: Final = 150  # tagger system, trace tags, one label question, "Label: "; measured 128
 SINGLE_PASS_STEP_OVERHEAD: Final = 40  # user turn + step fence + "Verdict: 1"; measured <= 30
 SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
 # The copy call's max_tokens (serving/process.py): the copy, its markers and an echoed fence.
@@ -301,6 +304,56 @@ def _mcq_calibration(req: CalibrationRequest) -> Estimate:
     return sum((_mcq_item(it.question, it.options) + _mcq_popularity(it) for it in req.items), ZERO)
 
 
+def _audit_read(question: str | None, options: Sequence[str], rationale: int = 0) -> Estimate:
+    prompt = AUDIT_OVERHEAD + rationale + (estimate_text_tokens(question) if question else 0)
+    prompt += sum(MCQ_OPTION_OVERHEAD + estimate_text_tokens(o) for o in options)
+    return Estimate.of(prompt, 1, 1)
+
+
+def _audit(req: AuditRequest) -> Estimate:
+    """Per item and condition: one letter read (base), or a rationale then a read (reason)."""
+    total = ZERO
+    r = req.reasoning_tokens
+    extra = ["I don't know"] if req.idk else []
+    for item in req.items:
+        options = [*item.options, *extra]
+        longest = max(options, key=estimate_text_tokens)
+        for cond in req.conditions:
+            question = item.question if cond.startswith("full") else None
+            read = _audit_read(question, options)
+            if cond.endswith("_reason"):
+                total += Estimate.of(read.prompt, r, 1) + _audit_read(question, options, r)
+            else:
+                total += read
+                if req.perturbations:  # three reads, each with one more option
+                    total += _audit_read(question, [*options, longest]).times(3)
+        if req.tag_strategies:
+            tag = TAG_OVERHEAD + r + sum(estimate_text_tokens(o) + 4 for o in item.options)
+            total += Estimate.of(tag, 1, 1).times(6)
+            total += Estimate.of(tag + 4, req.evidence_tokens, 1).times(6)
+    return total
+
+
+def _popmcq(req: PopMCQRequest) -> Estimate:
+    """Popularity reads, then per question and strategy one read per method that needs one."""
+    total = ZERO
+    per_item_reads = 1.0 + ("popdebias" in req.methods)
+    per_item_reads += 4 * ("pride" in req.methods) * min(1.0, req.calibration_ratio * 2)
+    for item in req.items:
+        texts = [item.answer.text, *(c.text for c in item.candidates)]
+        if req.popularity == "model":
+            total += sum(
+                (Estimate.of(POPULARITY_OVERHEAD + estimate_text_tokens(t), 1, 1) for t in texts),
+                ZERO,
+            )
+        longest = sorted(texts, key=estimate_text_tokens)[-4:]
+        read = _mcq_item(item.question, longest).times(math.ceil(per_item_reads))
+        total += read.times(len(req.strategies))
+    if "contextual" in req.methods:
+        total += _content_free(4)
+    return total
+
+
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -310,34 +363,40 @@ def _expect(kind: str, req: BaseModel, cls: type[_M]) -> _M:
     return req
 
 
+def _mcq_answer(req: MCQAnswerRequest) -> Estimate:
+    return _mcq_items([req], req)
+
+
+def _mcq_batch(req: MCQBatchRequest) -> Estimate:
+    return _mcq_items(req.items, req)
+
+
+# kind -> (request model, estimator); the job kinds the API submits.
+_ESTIMATORS: Final[dict[str, tuple[type[BaseModel], Any]]] = {
+    "outcome": (OutcomeRequest, _outcome_request),
+    "process": (ProcessRequest, _process_request),
+    "split": (SplitRequest, _split_request),
+    "score": (ScoreRequest, _score_request),
+    "rerank": (RerankRequest, _rerank_request),
+    "mcq_answer": (MCQAnswerRequest, _mcq_answer),
+    "mcq_batch": (MCQBatchRequest, _mcq_batch),
+    "mcq_calibrate": (CalibrationRequest, _mcq_calibration),
+    "mcq_audit": (AuditRequest, _audit),
+    "mcq_popmcq": (PopMCQRequest, _popmcq),
+}
+
+
 def estimate(kind: str, req: BaseModel) -> Estimate:
     """Estimated tokens and engine calls of a request of `kind`.
 
-    `kind` is "outcome", "process", "split", "score" or "rerank" and `req` the matching
-    request model (OutcomeRequest, ProcessRequest, SplitRequest, ScoreRequest, RerankRequest).
+    `kind` is a job kind ("outcome", "process", ..., "mcq_popmcq") and `req` its request model.
     """
-    if kind == "outcome":
-        return _outcome_request(_expect(kind, req, OutcomeRequest))
-    if kind == "process":
-        return _process_request(_expect(kind, req, ProcessRequest))
-    if kind == "split":
-        return _split_request(_expect(kind, req, SplitRequest))
-    if kind == "score":
-        return _score_request(_expect(kind, req, ScoreRequest))
-    if kind == "rerank":
-        return _rerank_request(_expect(kind, req, RerankRequest))
-    if kind == "mcq_answer":
-        item = _expect(kind, req, MCQAnswerRequest)
-        return _mcq_items([item], item)
-    if kind == "mcq_batch":
-        batch = _expect(kind, req, MCQBatchRequest)
-        return _mcq_items(batch.items, batch)
-    if kind == "mcq_calibrate":
-        return _mcq_calibration(_expect(kind, req, CalibrationRequest))
-    raise ValueError(
-        f"unknown request kind {kind!r}; expected outcome, process, split, score, rerank, "
-        "mcq_answer, mcq_batch or mcq_calibrate"
-    )
+    entry = _ESTIMATORS.get(kind)
+    if entry is None:
+        raise ValueError(f"unknown request kind {kind!r}; expected one of {', '.join(_ESTIMATORS)}")
+    cls, estimator = entry
+    result: Estimate = estimator(_expect(kind, req, cls))
+    return result
 
 
 # --- budget policy -------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from service.api.deps import (
     tenant_name,
 )
 from service.api.judge import ERRORS
-from service.errors import NotFound, UnknownCalibration
+from service.errors import InvalidRequest, NotFound, UnknownCalibration
+from service.protocol_audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
 from service.protocol_mcq import (
     Calibration,
     CalibrationList,
@@ -86,6 +87,46 @@ async def answer_batch(
         req,
         MCQBatchResponse,
         "/v1/mcq/answer/batch",
+    )
+
+
+def _check_audit(state: AppState, req: AuditRequest) -> None:
+    limits = state.settings.limits
+    check_counts(limits, documents=len(req.items))
+    if req.reasoning_tokens > limits.max_reasoning_tokens:
+        raise InvalidRequest(
+            f"reasoning_tokens={req.reasoning_tokens} is over the limit of "
+            f"{limits.max_reasoning_tokens} (VERIFIER_LIMITS__MAX_REASONING_TOKENS)"
+        )
+    for i, item in enumerate(req.items):
+        check_texts(limits, **{f"items[{i}].question": item.question})
+        check_many(limits, f"items[{i}].options", item.options)
+
+
+@router.post("/audit", response_model=AuditResponse)
+async def audit(
+    req: AuditRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
+) -> AuditResponse:
+    """Choices-only and reasoning audit: full vs choices-only x base vs reason (METHODS C)."""
+    _check_audit(state, req)
+    return await run_job(
+        state, queue, request, response, "mcq_audit", req, AuditResponse, "/v1/mcq/audit"
+    )
+
+
+@router.post("/popmcq", response_model=PopMCQResponse)
+async def popmcq(
+    req: PopMCQRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
+) -> PopMCQResponse:
+    """PopMCQ stress test: S1-S6 items from candidate pools, metrics per debiasing method."""
+    limits = state.settings.limits
+    check_counts(limits, documents=len(req.items))
+    for i, item in enumerate(req.items):
+        texts = [item.answer.text, *(c.text for c in item.candidates)]
+        check_texts(limits, **{f"items[{i}].question": item.question})
+        check_many(limits, f"items[{i}].texts", texts)
+    return await run_job(
+        state, queue, request, response, "mcq_popmcq", req, PopMCQResponse, "/v1/mcq/popmcq"
     )
 
 

@@ -190,7 +190,7 @@ class MCQServing:
             assert k is not None  # the request model guarantees items or k
             return {"p_cf": await self.content_free(k, usage)}
         if req.method == "pride":
-            return {"prior": await self._pride_prior(req.items, usage)}
+            return {"prior": await self.pride_prior(req.items, usage)}
         raw, pops = await asyncio.gather(
             self.letter_probs(req.items, usage), self._popularity(req.items, usage)
         )
@@ -200,7 +200,7 @@ class MCQServing:
         edges = list(req.bin_edges)
         return {"log_pi": debias.fit_bins(raw, given, edges), "bin_edges": edges}
 
-    async def _pride_prior(self, items: Sequence[MCQItem], usage: TokenUsage) -> list[float]:
+    async def pride_prior(self, items: Sequence[MCQItem], usage: TokenUsage) -> list[float]:
         """Global letter prior from the K cyclic permutations of every calibration item."""
         runs = [
             (item.question, debias.cyclic(item.options, shift))

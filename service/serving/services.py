@@ -25,12 +25,15 @@ from service.protocol import (
     ScoreRequest,
     SplitRequest,
 )
+from service.protocol_audit import AuditRequest, PopMCQRequest
 from service.protocol_mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
 from service.queue.base import Job, JobOutcome
+from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
 from service.serving.context import current_tenant
 from service.serving.mcq import MCQServing
 from service.serving.outcome import OutcomeServing
+from service.serving.popmcq import PopMCQServing
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.score import ScoreServing
 from service.telemetry import Metrics
@@ -46,6 +49,8 @@ class Services:
     process: ProcessServing
     score: ScoreServing
     mcq: MCQServing
+    audit: AuditServing
+    popmcq: PopMCQServing
     judgments: JudgmentStore | None = None
 
     @classmethod
@@ -66,6 +71,8 @@ class Services:
         mcq = MCQServing(engine, model_name, calibrations or MemoryCalibrations())
         return cls(
             engine=engine,
+            audit=AuditServing(engine, model_name),
+            popmcq=PopMCQServing(engine, model_name, mcq),
             outcome=outcome,
             split=split,
             process=process,
@@ -93,6 +100,8 @@ ROUTES: dict[str, Route] = {
     "mcq_answer": (MCQAnswerRequest, lambda s, r: s.mcq.answer(r)),
     "mcq_batch": (MCQBatchRequest, lambda s, r: s.mcq.answer_batch(r)),
     "mcq_calibrate": (CalibrationRequest, lambda s, r: s.mcq.calibrate(r)),
+    "mcq_audit": (AuditRequest, lambda s, r: s.audit.run(r)),
+    "mcq_popmcq": (PopMCQRequest, lambda s, r: s.popmcq.run(r)),
 }
 
 

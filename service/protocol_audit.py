@@ -1,0 +1,319 @@
+"""Wire models of the MCQ audits: PopMCQ stress tests and choices-only / reasoning audits.
+
+Figures that are undefined (a Spearman rho over constant values, a rate over no items) are
+``null``, never a number made up.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from service.protocol import BudgetInfo, BudgetOptions, ServiceModel, Usage, _non_blank
+from service.protocol_mcq import MAX_OPTIONS, MIN_OPTIONS, DebiasMethod, PhiKind
+
+Strategy = Literal["S1", "S2", "S3", "S4", "S5", "S6"]
+AuditCondition = Literal["full_base", "full_reason", "choices_only_base", "choices_only_reason"]
+MAX_POOL = 64  # wrong candidates per PopMCQ question
+
+
+def finite_or_none(value: Any) -> Any:
+    """NaN and infinities (undefined figures) become None, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_none(v) for v in value]
+    return value
+
+
+# --- choices-only / reasoning audit (METHODS C) ----------------------------------------------
+
+
+class AuditItem(ServiceModel):
+    id: str = Field(default="", max_length=200)
+    question: str
+    options: list[str] = Field(min_length=MIN_OPTIONS, max_length=MAX_OPTIONS)
+    answer_index: int = Field(ge=0)
+
+    @field_validator("question")
+    @classmethod
+    def _q(cls, v: str) -> str:
+        return _non_blank(v, "question")
+
+    @field_validator("options")
+    @classmethod
+    def _opts(cls, v: list[str]) -> list[str]:
+        for i, text in enumerate(v):
+            _non_blank(text, f"options[{i}]")
+        return v
+
+    @model_validator(mode="after")
+    def _gold(self) -> AuditItem:
+        if self.answer_index >= len(self.options):
+            raise ValueError(
+                f"answer_index {self.answer_index} is outside the {len(self.options)} options"
+            )
+        return self
+
+
+class AuditRequest(BudgetOptions):
+    """POST /v1/mcq/audit: every item under full vs choices-only x base vs reason."""
+
+    items: list[AuditItem] = Field(min_length=1)
+    conditions: list[AuditCondition] = Field(
+        default=["full_base", "full_reason", "choices_only_base", "choices_only_reason"],
+        min_length=1,
+    )
+    reasoning_tokens: int = Field(
+        default=256, ge=1, description="Rationale budget of the reason conditions."
+    )
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    seed: int | None = Field(default=None, description="Sampling seed (temperature > 0).")
+    idk: bool = Field(
+        default=False,
+        description="Append an 'I don't know' option (choosing it counts as wrong); items "
+        "with 10 options are refused.",
+    )
+    perturbations: bool = Field(
+        default=False,
+        description="Also answer (base conditions) with an injected duplicate, nonsense or "
+        "false option, and report how often the answer changes.",
+    )
+    tag_strategies: bool = Field(
+        default=False,
+        description="Tag the choices_only_reason rationales with the six strategy labels and "
+        "regress correctness on them.",
+    )
+    evidence_tokens: int = Field(default=24, ge=1, le=256)
+    artifact_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    return_rationales: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> AuditRequest:
+        if len(set(self.conditions)) != len(self.conditions):
+            raise ValueError("conditions must not repeat")
+        if self.tag_strategies and "choices_only_reason" not in self.conditions:
+            raise ValueError("tag_strategies needs the choices_only_reason condition")
+        if self.perturbations and not {"full_base", "choices_only_base"} & set(self.conditions):
+            raise ValueError("perturbations need a base condition (full_base or choices_only_base)")
+        extra = int(self.idk) + int(self.perturbations)
+        full = [i for i, it in enumerate(self.items) if len(it.options) + extra > MAX_OPTIONS]
+        if full:
+            raise ValueError(
+                f"items {full[:5]} have too many options for the idk/perturbation extras "
+                f"(at most {MAX_OPTIONS} options in all)"
+            )
+        return self
+
+
+class AuditConditionResult(BaseModel):
+    answer_index: int = Field(description="Read from the letter logprobs at the answer slot.")
+    answer_letter: str
+    probs: list[float]
+    correct: bool
+    idk: bool = False
+    parsed_index: int | None = Field(
+        default=None, description="reason: the 'ANSWER: X' letter; null on a parse failure."
+    )
+    parse_ok: bool | None = None
+    rationale: str | None = None
+
+
+class PerturbationResult(BaseModel):
+    inserted_at: int
+    answer_index: int = Field(description="Chosen option, as its original index; -1: injected.")
+    changed: bool
+
+
+class StrategyTag(BaseModel):
+    value: bool
+    prob: float
+    evidence: str | None = None
+
+
+class AuditItemResult(BaseModel):
+    id: str
+    k: int
+    answer_index: int
+    conditions: dict[str, AuditConditionResult]
+    perturbations: dict[str, dict[str, PerturbationResult]] = Field(default_factory=dict)
+    tags: dict[str, StrategyTag] | None = None
+
+
+class ConditionSummary(BaseModel):
+    n: int
+    accuracy: float | None
+    chance: float | None
+    idk_rate: float | None
+    mean_prob_gold: float | None
+    parse_failure_rate: float | None = None
+    accuracy_parsed: float | None = None
+    disagreement_rate: float | None = None
+
+
+class ReasoningEffect(BaseModel):
+    n: int
+    delta: float | None = Field(description="Acc(reason) - Acc(base) on the same items.")
+    only_reason_right: int
+    only_base_right: int
+    p_value: float | None = Field(description="Exact McNemar (two-sided).")
+    significant: bool
+    retention: float | None = Field(description="Share of items where base letter = reason letter.")
+
+
+class Artifact(BaseModel):
+    position: int
+    id: str
+    prob: float
+
+
+class PerturbationSummary(BaseModel):
+    n: int
+    answer_change_rate: float | None
+    injected_chosen_rate: float | None
+
+
+class Regression(BaseModel):
+    n: int
+    coefficients: dict[str, dict[str, float | None]]
+    dropped: list[str]
+    error: str | None = None
+    converged: bool | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TaggingSummary(BaseModel):
+    n: int
+    label_rates: dict[str, float | None]
+    regression: Regression
+    note: str
+
+
+class AuditSummary(BaseModel):
+    n_items: int
+    conditions: dict[str, ConditionSummary]
+    reasoning_effect: dict[str, ReasoningEffect]
+    artifacts: list[Artifact]
+    artifact_threshold: float
+    perturbations: dict[str, dict[str, PerturbationSummary]]
+    tagging: TaggingSummary | None = None
+
+
+class AuditResponse(BaseModel):
+    model: str
+    items: list[AuditItemResult]
+    summary: AuditSummary
+    tokens_by_condition: dict[str, int]
+    usage: Usage
+    budget: BudgetInfo | None = None
+
+
+# --- PopMCQ (METHODS B.1-B.3) ----------------------------------------------------------------
+
+
+class PoolOption(ServiceModel):
+    text: str
+    popularity: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    @field_validator("text")
+    @classmethod
+    def _t(cls, v: str) -> str:
+        return _non_blank(v, "text")
+
+
+class PoolItem(ServiceModel):
+    id: str = Field(default="", max_length=200)
+    question: str
+    answer: PoolOption
+    candidates: list[PoolOption] = Field(min_length=1, max_length=MAX_POOL)
+
+    @field_validator("question")
+    @classmethod
+    def _q(cls, v: str) -> str:
+        return _non_blank(v, "question")
+
+
+class PopMCQRequest(BudgetOptions):
+    """POST /v1/mcq/popmcq: build S1-S6 from candidate pools, answer, debias, measure."""
+
+    items: list[PoolItem] = Field(min_length=2)
+    popularity: Literal["given", "model"] = Field(
+        default="model",
+        description="given: every answer and candidate carries its popularity in [0, 1]; "
+        "model: the question-free mean log-probability of each text, min-max normalised over "
+        "the question's pool (a proxy the service computes, not page views).",
+    )
+    strategies: list[Strategy] = Field(default=["S1", "S2", "S3", "S4", "S5", "S6"], min_length=1)
+    methods: list[DebiasMethod] = Field(
+        default=["none", "popdebias", "pride", "contextual"], min_length=1
+    )
+    seed: int = 0
+    calibration_ratio: float = Field(
+        default=0.2,
+        gt=0.0,
+        lt=1.0,
+        description="Share of the kept questions that fit popdebias and pride (label-free); "
+        "they are excluded from the scored items.",
+    )
+    phi: PhiKind = "pop"
+    paper_filter: bool = Field(
+        default=True,
+        description="Keep only questions with >= 4 distinct wrong candidates on which S1, S2 "
+        "and S6 can all be built (METHODS B.1).",
+    )
+    return_items: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> PopMCQRequest:
+        if self.popularity == "given":
+            for i, it in enumerate(self.items):
+                opts = [it.answer, *it.candidates]
+                if any(o.popularity is None for o in opts):
+                    raise ValueError(
+                        f"items[{i}]: popularity='given' needs a popularity on the answer and "
+                        "on every candidate"
+                    )
+        ids = [it.id for it in self.items if it.id]
+        if len(set(ids)) != len(ids):
+            raise ValueError("item ids must be unique")
+        return self
+
+
+class PopMCQCell(BaseModel):
+    n: int
+    accuracy: float | None
+    rho: float | None
+    rho_relative: float | None
+    hpsr: float | None
+    pop_gap: float | None
+    confidence: float | None
+    overconfidence: dict[str, float | None]
+
+
+class PopMCQBuiltItem(BaseModel):
+    item_id: str
+    strategy: Strategy
+    options: list[str]
+    popularity: list[float]
+    answer_index: int
+    chosen: dict[str, int] = Field(description="Chosen option per debiasing method.")
+
+
+class PopMCQResponse(BaseModel):
+    model: str
+    n_items: int
+    n_kept: int
+    n_calibration: int
+    n_scored: int
+    dropped: list[dict[str, str]]
+    built: dict[str, int]
+    skipped: dict[str, int]
+    calibration: dict[str, dict[str, Any]]
+    table: dict[str, dict[str, PopMCQCell]] = Field(description="method -> strategy -> metrics")
+    items: list[PopMCQBuiltItem] | None = None
+    usage: Usage
+    budget: BudgetInfo | None = None

@@ -1,0 +1,199 @@
+"""PopMCQ stress tests (METHODS B.1-B.3): pools -> S1-S6 items -> answers -> debiasing -> metrics.
+
+One request runs the whole study so the calibration split is chosen once: a seeded share of the
+kept questions fits PopDebias' lambda and PriDe's prior (both label-free) and is excluded from
+the scored items; contextual calibration needs no items. Every method is scored on the same
+built items, from one engine batch of letter reads.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from service.engine.base import Engine, SpanCall, TokenUsage
+from service.protocol import Usage
+from service.protocol_audit import (
+    PopMCQBuiltItem,
+    PopMCQCell,
+    PopMCQRequest,
+    PopMCQResponse,
+    finite_or_none,
+)
+from service.protocol_mcq import MCQItem
+from service.scoring import debias, popmcq, prompts
+from service.scoring.popmcq_build import (
+    PAPER_MIN_CANDIDATES,
+    PAPER_REQUIRED,
+    BuiltItem,
+    Candidate,
+    PoolItem,
+    build_all,
+)
+from service.serving.mcq import MCQServing
+
+
+class PopMCQServing:
+    """Serves POST /v1/mcq/popmcq."""
+
+    def __init__(self, engine: Engine, model_name: str, mcq: MCQServing) -> None:
+        self._engine = engine
+        self._model = model_name
+        self._mcq = mcq
+
+    async def _model_popularity(self, req: PopMCQRequest, usage: TokenUsage) -> list[list[float]]:
+        """Per question: min-max of the question-free mean logprob of answer and candidates."""
+        tok = self._engine.tokenizer
+        texts = [[it.answer.text, *(c.text for c in it.candidates)] for it in req.items]
+        calls = []
+        for row in texts:
+            for text in row:
+                ids, start = prompts.popularity_ids(tok, text)
+                calls.append(SpanCall(ids, start))
+        spans = await self._engine.span_logprobs(calls)
+        for s in spans:
+            usage.add(s.usage)
+        out, cursor = [], 0
+        for row in texts:
+            out.append(debias.min_max([s.mean_logprob for s in spans[cursor : cursor + len(row)]]))
+            cursor += len(row)
+        return out
+
+    async def _pool(self, req: PopMCQRequest, usage: TokenUsage) -> list[PoolItem]:
+        if req.popularity == "model":
+            pops = await self._model_popularity(req, usage)
+        else:
+            pops = [
+                [float(it.answer.popularity or 0.0)]
+                + [float(c.popularity or 0.0) for c in it.candidates]
+                for it in req.items
+            ]
+        return [
+            PoolItem(
+                id=it.id or str(i),
+                question=it.question,
+                gold=Candidate(it.answer.text, p[0]),
+                candidates=tuple(
+                    Candidate(c.text, v) for c, v in zip(it.candidates, p[1:], strict=True)
+                ),
+            )
+            for i, (it, p) in enumerate(zip(req.items, pops, strict=True))
+        ]
+
+    async def run(self, req: PopMCQRequest) -> PopMCQResponse:
+        usage = TokenUsage()
+        pool = await self._pool(req, usage)
+        filt: dict[str, Any] = (
+            {"required": PAPER_REQUIRED, "min_candidates": PAPER_MIN_CANDIDATES}
+            if req.paper_filter
+            else {"required": (), "min_candidates": 0}
+        )
+        report = build_all(pool, req.strategies, req.seed, **filt)
+        kept = sorted({b.item_id for b in report.built})
+        random.Random(req.seed).shuffle(kept)
+        n_cal = max(1, round(req.calibration_ratio * len(kept))) if len(kept) > 1 else 0
+        calib_ids = set(kept[:n_cal])
+        calib = [b for b in report.built if b.item_id in calib_ids]
+        scored = [b for b in report.built if b.item_id not in calib_ids]
+        raw = await self._mcq.letter_probs([(b.question, b.options) for b in scored], usage)
+        fitted = await self._fit(req, calib, usage)
+        table: dict[str, dict[str, PopMCQCell]] = {}
+        chosen: dict[str, list[int]] = {}
+        for method in req.methods:
+            probs = [_apply(method, fitted, p, b) for p, b in zip(raw, scored, strict=True)]
+            chosen[method] = [debias.argmax(p) for p in probs]
+            table[method] = _cells(req.strategies, scored, probs)
+        items = None
+        if req.return_items:
+            items = [
+                PopMCQBuiltItem(
+                    item_id=b.item_id,
+                    strategy=b.strategy,
+                    options=list(b.options),
+                    popularity=list(b.popularity),
+                    answer_index=b.answer_index,
+                    chosen={m: chosen[m][i] for m in req.methods},
+                )
+                for i, b in enumerate(scored)
+            ]
+        return PopMCQResponse(
+            model=self._model,
+            n_items=len(req.items),
+            n_kept=len(kept),
+            n_calibration=len(calib_ids),
+            n_scored=len(kept) - len(calib_ids),
+            dropped=[{"id": i, "reason": r} for i, r in report.dropped],
+            built={s: sum(b.strategy == s for b in scored) for s in req.strategies},
+            skipped={s: report.skipped.get(s, 0) for s in req.strategies},
+            calibration=finite_or_none(fitted),
+            table=table,
+            items=items,
+            usage=Usage.of(usage),
+        )
+
+    async def _fit(
+        self, req: PopMCQRequest, calib: Sequence[BuiltItem], usage: TokenUsage
+    ) -> dict[str, dict[str, Any]]:
+        """Label-free fits on the calibration split (each only if its method is asked for)."""
+        fitted: dict[str, dict[str, Any]] = {}
+        if "popdebias" in req.methods:
+            probs = await self._mcq.letter_probs([(b.question, b.options) for b in calib], usage)
+            pops = [list(b.popularity) for b in calib]
+            lam = debias.fit_lambda(probs, pops, req.phi) if calib else 0.0
+            fitted["popdebias"] = {"lambda": lam, "phi": req.phi, "items": len(calib)}
+        if "pride" in req.methods:
+            items = [MCQItem(question=b.question, options=list(b.options)) for b in calib]
+            prior = await self._mcq.pride_prior(items, usage) if items else [0.25] * 4
+            fitted["pride"] = {"prior": prior, "items": len(items)}
+        if "contextual" in req.methods:
+            fitted["contextual"] = {"p_cf": await self._mcq.content_free(4, usage)}
+        return fitted
+
+
+def _apply(
+    method: str, fitted: dict[str, dict[str, Any]], probs: list[float], item: BuiltItem
+) -> list[float]:
+    if method == "popdebias":
+        f = fitted["popdebias"]
+        return debias.loglinear(probs, list(item.popularity), f["lambda"], f["phi"])
+    if method == "pride":
+        return debias.pride(probs, fitted["pride"]["prior"])
+    if method == "contextual":
+        return debias.contextual(probs, fitted["contextual"]["p_cf"])
+    return list(probs)
+
+
+def _cells(
+    strategies: Sequence[str], items: Sequence[BuiltItem], probs: Sequence[list[float]]
+) -> dict[str, PopMCQCell]:
+    out = {}
+    for strategy in strategies:
+        rows = []
+        for b, p in zip(items, probs, strict=True):
+            if b.strategy != strategy:
+                continue
+            c = debias.argmax(p)
+            rows.append(
+                popmcq.Choice(
+                    correct=c == b.answer_index,
+                    pop_chosen=b.popularity[c],
+                    pop_gold=b.popularity[b.answer_index],
+                    confidence=p[c],
+                )
+            )
+        out[strategy] = PopMCQCell.model_validate(
+            finite_or_none(
+                {
+                    "n": len(rows),
+                    "accuracy": popmcq.accuracy(rows),
+                    "rho": popmcq.popularity_bias(rows),
+                    "rho_relative": popmcq.relative_popularity_bias(rows),
+                    "hpsr": popmcq.hpsr(rows),
+                    "pop_gap": popmcq.pop_gap(rows),
+                    "confidence": popmcq.confidence(rows),
+                    "overconfidence": popmcq.overconfidence(rows),
+                }
+            )
+        )
+    return out
