@@ -125,7 +125,11 @@ class AuditConditionResult(BaseModel):
 
 class PerturbationResult(BaseModel):
     inserted_at: int
-    answer_index: int = Field(description="Chosen option, as its original index; -1: injected.")
+    answer_index: int = Field(
+        description="Chosen option as its original index (a duplicate counts as the option it "
+        "copies); -1: an injected new text."
+    )
+    chose_injected: bool
     changed: bool
 
 

@@ -6,6 +6,11 @@ Usage:
         [--concurrency 8] [--url http://127.0.0.1:8000]
     verifier eval mcq --output mcq.json [--data FILE] [--debias raw,pride,contextual]
         [--limit N] [--calib-ratio 0.05] [--seed 0] [--concurrency 8] [--url ...]
+    verifier eval popmcq --output pop.json [--data POOL] [--plot pop.png] [--popularity model]
+        [--methods none,popdebias,pride,contextual] [--calib-ratio 0.2] [--seed 0] [--url ...]
+    verifier eval choices-only --output co.json [--data FILE] [--limit N] [--plot co.png]
+        [--reasoning-tokens 64] [--idk] [--perturbations] [--tag-strategies] [--chunk 8]
+        [--concurrency 2] [--url ...]
     verifier eval bestofn --output bon.json [--data FILE] [--limit N] [--method fused]
         [--mode direct] [--alpha 0.5] [--aggregation mean_logit] [--reasoning-tokens 256]
         [--concurrency 8] [--url http://127.0.0.1:8000]
@@ -28,7 +33,7 @@ import typer
 from tqdm import tqdm
 
 from service.config import Settings
-from service.evals import bestofn, mcq, processbench
+from service.evals import audits, bestofn, mcq, plots, processbench
 from service.evals.client import ProgressFn, ServiceCallError
 from service.protocol import Aggregation, ProcessMode, ScoreMethod
 
@@ -274,6 +279,160 @@ def mcq_cmd(
         )
 
     _run("mcq", job, output, mcq_rows)
+
+
+def format_grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned columns: the first left-justified, the rest right-justified."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *rows]
+    )
+
+
+POPMCQ_COLUMNS: Final = ("n", "accuracy", "rho", "rho_relative", "hpsr", "pop_gap", "confidence")
+
+
+def popmcq_grid(result: dict[str, Any]) -> str:
+    table = result["table"]
+    rows = []
+    for strategy in next(iter(table.values())):
+        for method, cells in table.items():
+            cell = cells[strategy]
+            rows.append([f"{strategy} {method}", *(fmt(cell[c]) for c in POPMCQ_COLUMNS)])
+    return format_grid(["strategy debias", *POPMCQ_COLUMNS], rows)
+
+
+def _plot_path(plot: Path | None, output: Path) -> Path:
+    return plot if plot is not None else output.with_suffix(".png")
+
+
+PlotOpt = Annotated[
+    Path | None, typer.Option("--plot", help="PNG to write; default: the output with .png.")
+]
+
+
+@eval_app.command("popmcq")
+def popmcq_cmd(
+    output: OutputOpt,
+    data: Annotated[
+        Path, typer.Option("--data", help="Pool jsonl: {id, question, answer, candidates}.")
+    ] = audits.DEFAULT_POOL,
+    plot: PlotOpt = None,
+    popularity: Annotated[
+        str, typer.Option("--popularity", help="model (the service's proxy) or given.")
+    ] = "model",
+    methods: Annotated[
+        str, typer.Option("--methods", help="Comma-separated: none, popdebias, pride, contextual.")
+    ] = "none,popdebias,pride,contextual",
+    calib_ratio: Annotated[
+        float, typer.Option("--calib-ratio", min=0.01, max=0.9, help="Held-out fitting split.")
+    ] = 0.2,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    limit: LimitOpt = None,
+    url: UrlOpt = DEFAULT_URL,
+) -> None:
+    """PopMCQ stress test (METHODS B): S1-S6 from candidate pools, per debiasing method."""
+    try:
+        result = asyncio.run(
+            audits.run_popmcq(
+                url,
+                data,
+                popularity=popularity,
+                methods=[m.strip() for m in methods.split(",") if m.strip()],
+                seed=seed,
+                calibration_ratio=calib_ratio,
+                limit=limit,
+            )
+        )
+    except (ValueError, OSError, ServiceCallError, httpx.HTTPError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    write_json(output, result)
+    png = _plot_path(plot, output)
+    plots.popmcq_plot(result, png)
+    typer.echo(
+        f"questions {result['n_items']}, kept {result['n_kept']} "
+        f"(calibration {result['n_calibration']}, scored {result['n_scored']}), "
+        f"dropped {len(result['dropped'])}, skipped pairs {result['skipped']}, "
+        f"unreadable rows {len(result['skipped_rows'])}"
+    )
+    typer.echo(popmcq_grid(result))
+    typer.echo(f"wrote {output} and {png}")
+
+
+def choices_only_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    s = result["summary"]
+    rows = [("items", fmt(result["n_items"])), ("skipped rows", fmt(len(result["skipped"])))]
+    for cond, c in s["conditions"].items():
+        rows.append(
+            (f"{cond} accuracy (chance)", f"{fmt(c['accuracy'], 3)} ({fmt(c['chance'], 3)})")
+        )
+        if c.get("parse_failure_rate") is not None:
+            rows.append((f"{cond} parse failures", fmt(c["parse_failure_rate"], 3)))
+            rows.append((f"{cond} letter vs ANSWER line disagree", fmt(c["disagreement_rate"], 3)))
+        rows.append(
+            (f"{cond} tokens / item", fmt(result["tokens_per_item_by_condition"].get(cond), 1))
+        )
+    for mode, e in s["reasoning_effect"].items():
+        rows.append(
+            (
+                f"{mode}: reason - base (McNemar p)",
+                f"{fmt(e['delta'], 3)} (p={fmt(e['p_value'], 3)})",
+            )
+        )
+        rows.append((f"{mode}: answer retention", fmt(e["retention"], 3)))
+    rows.append(
+        (f"artifacts (choices-only p >= {s['artifact_threshold']})", fmt(len(s["artifacts"])))
+    )
+    rows.append(("items / s", fmt(result["items_per_s"], 3)))
+    return rows
+
+
+@eval_app.command("choices-only")
+def choices_only_cmd(
+    output: OutputOpt,
+    data: DataOpt = None,
+    limit: LimitOpt = None,
+    plot: PlotOpt = None,
+    reasoning_tokens: ReasoningOpt = 64,
+    idk: Annotated[bool, typer.Option("--idk", help="Add an 'I don't know' option.")] = False,
+    perturbations: Annotated[
+        bool, typer.Option("--perturbations", help="Duplicate / nonsense / false option checks.")
+    ] = False,
+    tag_strategies: Annotated[
+        bool, typer.Option("--tag-strategies", help="Tag choices-only rationales, regress.")
+    ] = False,
+    chunk: Annotated[int, typer.Option("--chunk", min=1, help="Items per request.")] = audits.CHUNK,
+    concurrency: ConcurrencyOpt = 2,
+    url: UrlOpt = DEFAULT_URL,
+) -> None:
+    """Choices-only / reasoning audit (METHODS C): full vs choices-only x base vs reason.
+
+    Reads ARC jsonl or the mcqa CSV format (question, choices, answer)."""
+    path = resolve_data(data, audits.DEFAULT_ARC)
+
+    def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+        return audits.run_choices_only(
+            url,
+            path,
+            limit=limit,
+            reasoning_tokens=reasoning_tokens,
+            idk=idk,
+            perturbations=perturbations,
+            tag_strategies=tag_strategies,
+            chunk=chunk,
+            concurrency=concurrency,
+            progress=progress,
+        )
+
+    _run("choices-only", job, output, choices_only_rows)
+    png = _plot_path(plot, output)
+    plots.audit_plot(json.loads(output.read_text(encoding="utf-8"))["summary"], png)
+    typer.echo(f"wrote {png}")
 
 
 if __name__ == "__main__":

@@ -123,22 +123,32 @@ class Perturbed:
     kind: Perturbation
     options: list[str]
     inserted_at: int
-    source: list[int]  # per new option: its index among the original options (-1: injected)
+    # Per new option, the original option it stands for; -1 for an injected new text (a
+    # duplicate stands for the option it copies: choosing either is the same answer).
+    source: list[int]
 
 
 def perturb(
     options: Sequence[str], answer_index: int, kind: Perturbation, rng: random.Random
 ) -> Perturbed:
     """The options with one injected choice at a random position (never the gold text)."""
+    origin = -1
     if kind == "duplicate":
-        wrong = [i for i in range(len(options)) if i != answer_index]
-        text = options[rng.choice(wrong)] if wrong else options[answer_index]
+        origin = rng.choice([i for i in range(len(options)) if i != answer_index])
+        text = options[origin]
     else:
         text = rng.choice(NONSENSE if kind == "nonsense" else FALSE_FACTS)
     at = rng.randrange(len(options) + 1)
     new = [*options[:at], text, *options[at:]]
-    source = [*range(at), -1, *range(at, len(options))]
+    source = [*range(at), origin, *range(at, len(options))]
     return Perturbed(kind, new, at, source)
+
+
+@dataclass(frozen=True, slots=True)
+class PerturbedRun:
+    chosen: int  # as an original option index; -1 for an injected new text
+    injected: bool  # the injected option itself was chosen
+    inserted_at: int
 
 
 # --- records and the summary ----------------------------------------------------------------
@@ -160,8 +170,7 @@ class ItemRun:
     k: int  # options shown, the IDK option excluded
     answer_index: int
     runs: dict[str, ConditionRun] = field(default_factory=dict)
-    perturbed: dict[str, dict[str, int]] = field(default_factory=dict)  # cond -> kind -> index
-    inserted: dict[str, dict[str, int]] = field(default_factory=dict)  # cond -> kind -> position
+    perturbed: dict[str, dict[str, PerturbedRun]] = field(default_factory=dict)  # cond -> kind
     item_id: str = ""
 
     def correct(self, cond: str) -> bool:
@@ -218,8 +227,8 @@ def _perturbation_summary(items: Sequence[ItemRun]) -> dict[str, Any]:
         per: dict[str, Any] = {}
         for kind in PERTURBATIONS:
             rows = [it for it in items if kind in it.perturbed.get(cond, {})]
-            changed = [it.perturbed[cond][kind] != it.runs[cond].index for it in rows]
-            picked = [it.perturbed[cond][kind] == -1 for it in rows]
+            changed = [it.perturbed[cond][kind].chosen != it.runs[cond].index for it in rows]
+            picked = [it.perturbed[cond][kind].injected for it in rows]
             per[kind] = {
                 "n": len(rows),
                 "answer_change_rate": _mean([float(x) for x in changed]),

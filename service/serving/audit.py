@@ -188,13 +188,14 @@ class AuditServing:
                 )
                 for i, p in variants
             ]
-            runs = await self._base(shown, by_cond.setdefault(cond, TokenUsage()))
+            runs = await self._base(shown, by_cond.setdefault(f"{cond}_perturbed", TokenUsage()))
             for (i, p), r in zip(variants, runs, strict=True):
                 k = len(req.items[i].options)
                 # back to original positions; the IDK option keeps its own index (k)
-                mapped = p.source[r.index] if r.index < len(p.source) else k
-                records[i].perturbed.setdefault(cond, {})[p.kind] = mapped
-                records[i].inserted.setdefault(cond, {})[p.kind] = p.inserted_at
+                chosen = p.source[r.index] if r.index < len(p.source) else k
+                records[i].perturbed.setdefault(cond, {})[p.kind] = audit.PerturbedRun(
+                    chosen=chosen, injected=r.index == p.inserted_at, inserted_at=p.inserted_at
+                )
 
     async def _tag(
         self, req: AuditRequest, records: list[audit.ItemRun], usage: TokenUsage
@@ -294,14 +295,14 @@ def _item_result(
         )
     perturbed = {}
     for cond, kinds in rec.perturbed.items():
-        inserted = rec.inserted[cond]
         perturbed[cond] = {
             kind: PerturbationResult(
-                inserted_at=inserted[kind],
-                answer_index=chosen,
-                changed=chosen != rec.runs[cond].index,
+                inserted_at=run.inserted_at,
+                answer_index=run.chosen,
+                chose_injected=run.injected,
+                changed=run.chosen != rec.runs[cond].index,
             )
-            for kind, chosen in kinds.items()
+            for kind, run in kinds.items()
         }
     return AuditItemResult(
         id=item.id,

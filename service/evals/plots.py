@@ -1,0 +1,59 @@
+"""PNG plots of the audit reports (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display here or in CI; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def _bars(ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[float | None]]) -> None:
+    width = 0.8 / max(1, len(series))
+    for j, (name, values) in enumerate(series.items()):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(groups))]
+        ax.bar(xs, [v if v is not None else 0.0 for v in values], width, label=name)
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set_ylim(0, 1)
+
+
+def popmcq_plot(result: Mapping[str, Any], path: Path) -> None:
+    """HPSR and accuracy per strategy, one bar per debiasing method (raw = 'none')."""
+    table: Mapping[str, Mapping[str, Any]] = result["table"]
+    strategies = list(next(iter(table.values())).keys())
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    for ax, metric, title in (
+        (axes[0], "hpsr", "HPSR (share of choices with popularity > 0.5)"),
+        (axes[1], "accuracy", "Accuracy"),
+    ):
+        series = {m: [table[m][s][metric] for s in strategies] for m in table}
+        _bars(ax, strategies, series)
+        ax.set_title(title, fontsize=10)
+    axes[1].legend(title="debias", fontsize=8)
+    fig.suptitle(f"PopMCQ on {result.get('model', '')}: raw vs debiased", fontsize=11)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def audit_plot(summary: Mapping[str, Any], path: Path) -> None:
+    """Accuracy per condition next to chance, and the letter vs ANSWER-line accuracy."""
+    conds = list(summary["conditions"])
+    rows = summary["conditions"]
+    fig, ax = plt.subplots(figsize=(8, 4), constrained_layout=True)
+    series = {
+        "accuracy (letter logprobs)": [rows[c]["accuracy"] for c in conds],
+        "accuracy (ANSWER: line)": [rows[c].get("accuracy_parsed") for c in conds],
+    }
+    _bars(ax, ["\n".join(c.rsplit("_", 1)) for c in conds], series)
+    chance = [rows[c]["chance"] for c in conds]
+    ax.plot(range(len(conds)), chance, "k--", marker="o", label="chance (mean 1/K)")
+    ax.legend(fontsize=8)
+    ax.set_title(f"Choices-only / reasoning audit, {summary['n_items']} items", fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
