@@ -313,6 +313,7 @@ class PopMCQResponse(BaseModel):
     n_kept: int
     n_calibration: int
     n_scored: int
+    calibration_ids: list[str] = Field(description="Questions held out to fit the methods.")
     dropped: list[dict[str, str]]
     built: dict[str, int]
     skipped: dict[str, int]

@@ -123,6 +123,7 @@ class PopMCQServing:
             n_kept=len(kept),
             n_calibration=len(calib_ids),
             n_scored=len(kept) - len(calib_ids),
+            calibration_ids=sorted(calib_ids),
             dropped=[{"id": i, "reason": r} for i, r in report.dropped],
             built={s: sum(b.strategy == s for b in scored) for s in req.strategies},
             skipped={s: report.skipped.get(s, 0) for s in req.strategies},
@@ -141,11 +142,11 @@ class PopMCQServing:
             probs = await self._mcq.letter_probs([(b.question, b.options) for b in calib], usage)
             pops = [list(b.popularity) for b in calib]
             lam = debias.fit_lambda(probs, pops, req.phi) if calib else 0.0
-            fitted["popdebias"] = {"lambda": lam, "phi": req.phi, "items": len(calib)}
+            fitted["popdebias"] = {"lambda": lam, "phi": req.phi, "built_items": len(calib)}
         if "pride" in req.methods:
             items = [MCQItem(question=b.question, options=list(b.options)) for b in calib]
             prior = await self._mcq.pride_prior(items, usage) if items else [0.25] * 4
-            fitted["pride"] = {"prior": prior, "items": len(items)}
+            fitted["pride"] = {"prior": prior, "built_items": len(items)}
         if "contextual" in req.methods:
             fitted["contextual"] = {"p_cf": await self._mcq.content_free(4, usage)}
         return fitted

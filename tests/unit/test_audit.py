@@ -100,14 +100,16 @@ def test_perturb_maps_back_to_the_original(k: int, gold: int, kind: str, seed: i
     options = [f"opt {i}" for i in range(k)]
     p = audit.perturb(options, gold, kind, random.Random(seed))  # type: ignore[arg-type]
     assert len(p.options) == k + 1
-    assert p.source[p.inserted_at] == -1
-    assert [p.options[j] for j in range(k + 1) if p.source[j] >= 0] == options
-    assert all(p.options[j] == options[p.source[j]] for j in range(k + 1) if p.source[j] >= 0)
+    kept = [j for j in range(k + 1) if j != p.inserted_at]
+    assert [p.options[j] for j in kept] == options
+    assert [p.source[j] for j in kept] == list(range(k))
     injected = p.options[p.inserted_at]
     assert injected != options[gold]
     if kind == "duplicate":
-        assert injected in options
+        assert p.source[p.inserted_at] != gold
+        assert injected == options[p.source[p.inserted_at]]
     else:
+        assert p.source[p.inserted_at] == -1
         assert injected not in options
 
 
@@ -178,8 +180,15 @@ def test_summary_on_a_hand_checked_fixture() -> None:
 def test_summary_counts_idk_and_perturbations() -> None:
     items = _fixture()
     items[0].runs["full_base"].idk = True
-    items[0].perturbed = {"full_base": {"duplicate": 0, "nonsense": -1, "false": 2}}
-    items[1].perturbed = {"full_base": {"duplicate": 1, "nonsense": 1, "false": 1}}
+    run = audit.PerturbedRun
+    items[0].perturbed = {
+        "full_base": {
+            "duplicate": run(0, False, 1),
+            "nonsense": run(-1, True, 0),
+            "false": run(2, False, 3),
+        }
+    }
+    items[1].perturbed = {"full_base": {k: run(1, False, 0) for k in audit.PERTURBATIONS}}
     s = audit.summarize(items)
     assert s["conditions"]["full_base"]["idk_rate"] == 0.25
     per = s["perturbations"]["full_base"]

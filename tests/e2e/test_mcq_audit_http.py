@@ -1,0 +1,308 @@
+"""MCQ audits through a real server and engine: /v1/mcq/audit, /v1/mcq/popmcq and the evals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from matplotlib import image
+from typer.testing import CliRunner
+
+from service.evals.audits import DEFAULT_POOL
+from service.evals.cli import eval_app
+from service.evals.mcq_data import read_arc
+from service.scoring import audit, popmcq, tagging
+from service.scoring.popmcq_build import MID_BAND
+
+BOTH = "ABCDEFGHIJ"
+
+
+def post(url: str, path: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(url + path, json=body, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def arc8(data_dir: Path) -> list[dict[str, Any]]:
+    items, _ = read_arc(data_dir / "arc" / "ARC-Challenge-Dev.jsonl")
+    return [
+        {
+            "id": it.id,
+            "question": it.question,
+            "options": it.options,
+            "answer_index": it.answer_index,
+        }
+        for it in items[:8]
+    ]
+
+
+@pytest.fixture(scope="module")
+def audited(server: Any, arc8: list[dict[str, Any]]) -> dict[str, Any]:
+    r = post(server.url, "/v1/mcq/audit", {"items": arc8, "reasoning_tokens": 32})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_audit_of_8_arc_items_in_four_conditions(
+    audited: dict[str, Any], arc8: list[dict[str, Any]]
+) -> None:
+    assert [it["id"] for it in audited["items"]] == [it["id"] for it in arc8]
+    for item, res in zip(arc8, audited["items"], strict=True):
+        k = len(item["options"])
+        assert set(res["conditions"]) == set(audit.CONDITIONS)
+        for cond, c in res["conditions"].items():
+            assert len(c["probs"]) == k
+            assert abs(sum(c["probs"]) - 1) < 1e-6
+            assert c["answer_index"] == max(range(k), key=lambda i: (c["probs"][i], -i))
+            assert c["answer_letter"] == BOTH[c["answer_index"]]
+            assert c["correct"] == (c["answer_index"] == item["answer_index"])
+            if cond.endswith("_reason"):
+                assert c["parsed_index"] == audit.extract_answer(c["rationale"], k)
+                assert c["parse_ok"] == (c["parsed_index"] is not None)
+            else:
+                assert c["parsed_index"] is None
+                assert c["rationale"] is None
+    usage = audited["usage"]
+    assert sum(audited["tokens_by_condition"].values()) == usage["total_tokens"]
+    # 2 reason conditions x 8 items, each rationale within 32 tokens, plus 1 token per read
+    assert usage["generated_tokens"] <= 2 * 8 * 32 + 6 * 8
+
+
+def test_audit_summary_matches_the_items(audited: dict[str, Any]) -> None:
+    items, s = audited["items"], audited["summary"]
+    assert s["n_items"] == 8
+    for cond in audit.CONDITIONS:
+        got = s["conditions"][cond]
+        assert got["accuracy"] == pytest.approx(
+            sum(it["conditions"][cond]["correct"] for it in items) / 8
+        )
+        assert got["chance"] == pytest.approx(sum(1 / it["k"] for it in items) / 8)
+    for mode in ("full", "choices_only"):
+        base = [it["conditions"][f"{mode}_base"] for it in items]
+        reason = [it["conditions"][f"{mode}_reason"] for it in items]
+        b, c, p = popmcq.mcnemar_exact([r["correct"] for r in reason], [x["correct"] for x in base])
+        eff = s["reasoning_effect"][mode]
+        assert (eff["only_reason_right"], eff["only_base_right"]) == (b, c)
+        assert eff["p_value"] == pytest.approx(p)
+        same = sum(
+            x["answer_index"] == r["answer_index"] for x, r in zip(base, reason, strict=True)
+        )
+        assert eff["retention"] == pytest.approx(same / 8)
+    flagged = [
+        it["id"]
+        for it in items
+        if it["conditions"]["choices_only_base"]["correct"]
+        and max(it["conditions"]["choices_only_base"]["probs"]) >= 0.8
+    ]
+    assert [a["id"] for a in s["artifacts"]] == flagged
+
+
+def test_choices_only_never_sees_the_question(server: Any, arc8: list[dict[str, Any]]) -> None:
+    """Another question text changes full-condition reads, never choices-only ones."""
+    swapped = [{**it, "question": "Which option names a colour of the sky at noon?"} for it in arc8]
+    body = {"conditions": ["full_base", "choices_only_base"]}
+    a = post(server.url, "/v1/mcq/audit", {"items": arc8, **body}).json()
+    b = post(server.url, "/v1/mcq/audit", {"items": swapped, **body}).json()
+    full_moved = 0.0
+    for x, y in zip(a["items"], b["items"], strict=True):
+        px, py = (
+            x["conditions"]["choices_only_base"]["probs"],
+            y["conditions"]["choices_only_base"]["probs"],
+        )
+        assert max(abs(u - v) for u, v in zip(px, py, strict=True)) < 0.05
+        fx, fy = x["conditions"]["full_base"]["probs"], y["conditions"]["full_base"]["probs"]
+        full_moved = max(full_moved, *(abs(u - v) for u, v in zip(fx, fy, strict=True)))
+    assert full_moved > 0.05  # the check above would see a question that leaked
+
+
+def test_audit_idk_perturbations_and_tagging(server: Any, arc8: list[dict[str, Any]]) -> None:
+    body = {
+        "items": arc8[:3],
+        "reasoning_tokens": 24,
+        "idk": True,
+        "perturbations": True,
+        "tag_strategies": True,
+        "conditions": ["full_base", "choices_only_base", "choices_only_reason"],
+    }
+    r = post(server.url, "/v1/mcq/audit", body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    for item, res in zip(arc8[:3], out["items"], strict=True):
+        k = len(item["options"])
+        for c in res["conditions"].values():
+            assert len(c["probs"]) == k + 1  # the IDK option is last
+            assert c["idk"] == (c["answer_index"] == k)
+        assert set(res["perturbations"]) == {"full_base", "choices_only_base"}
+        for cond, kinds in res["perturbations"].items():
+            assert set(kinds) == set(audit.PERTURBATIONS)
+            for p in kinds.values():
+                assert p["changed"] == (
+                    p["answer_index"] != res["conditions"][cond]["answer_index"]
+                )
+                assert 0 <= p["inserted_at"] <= k
+        tags = res["tags"]
+        assert set(tags) == set(tagging.LABELS)
+        for t in tags.values():
+            assert 0 <= t["prob"] <= 1
+            assert t["value"] == (t["prob"] > 0.5)
+            assert (t["evidence"] is not None) == t["value"]
+    s = out["summary"]
+    assert s["tagging"]["n"] == 3
+    assert "small model" in s["tagging"]["note"]
+    assert set(s["perturbations"]) == {"full_base", "choices_only_base"}
+    assert {"full_base_perturbed", "choices_only_base_perturbed", "tagging"} <= set(
+        out["tokens_by_condition"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"answer_index": 9}, "outside"),
+        ({"options": [f"o{i}" for i in range(10)], "answer_index": 0, "idk": True}, "too many"),
+        ({"tag_strategies": True, "conditions": ["full_base"]}, "choices_only_reason"),
+        ({"reasoning_tokens": 5000}, "MAX_REASONING_TOKENS"),
+        ({"conditions": ["full_base", "full_base"]}, "repeat"),
+    ],
+)
+def test_audit_refusals(server: Any, change: dict[str, Any], needle: str) -> None:
+    change = dict(change)
+    item = {"question": "q?", "options": ["a", "b", "c"], "answer_index": 0}
+    for key in ("options", "answer_index"):
+        if key in change:
+            item[key] = change.pop(key)
+    r = post(server.url, "/v1/mcq/audit", {"items": [item], **change})
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["type"] in ("invalid_request", "validation_error")
+    assert needle in err["message"]
+
+
+# --- PopMCQ --------------------------------------------------------------------------------------
+
+
+def _pool(n: int) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in DEFAULT_POOL.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) >= 60
+    assert all(len(r["candidates"]) >= 12 for r in rows)
+    return [
+        {
+            "id": r["id"],
+            "question": r["question"],
+            "answer": {"text": r["answer"]},
+            "candidates": [{"text": c} for c in r["candidates"]],
+        }
+        for r in rows[:n]
+    ]
+
+
+def test_popmcq_with_the_model_popularity(server: Any) -> None:
+    body = {"items": _pool(10), "return_items": True, "seed": 3}
+    r = post(server.url, "/v1/mcq/popmcq", body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["n_items"] == 10
+    assert out["n_kept"] + len(out["dropped"]) == 10
+    assert out["n_calibration"] == len(out["calibration_ids"]) >= 1
+    scored_ids = {it["item_id"] for it in out["items"]}
+    assert not scored_ids & set(out["calibration_ids"])  # the fitting split is never scored
+    assert len(scored_ids) == out["n_scored"]
+    assert set(out["table"]) == {"none", "popdebias", "pride", "contextual"}
+    for method, cells in out["table"].items():
+        for strategy, cell in cells.items():
+            rows = [it for it in out["items"] if it["strategy"] == strategy]
+            assert cell["n"] == len(rows) == out["built"][strategy]
+            if not rows:
+                continue
+            choices = [
+                popmcq.Choice(
+                    correct=it["chosen"][method] == it["answer_index"],
+                    pop_chosen=it["popularity"][it["chosen"][method]],
+                    pop_gold=it["popularity"][it["answer_index"]],
+                    confidence=0.0,
+                )
+                for it in rows
+            ]
+            assert cell["accuracy"] == pytest.approx(popmcq.accuracy(choices))
+            assert cell["hpsr"] == pytest.approx(popmcq.hpsr(choices))
+            assert cell["pop_gap"] == pytest.approx(popmcq.pop_gap(choices))
+    for it in out["items"]:
+        gold = it["popularity"][it["answer_index"]]
+        others = [p for i, p in enumerate(it["popularity"]) if i != it["answer_index"]]
+        if it["strategy"] == "S2":
+            assert all(p > gold for p in others)
+        if it["strategy"] == "S5":
+            assert all(p < gold for p in others)
+        if it["strategy"] == "S6":
+            assert it["answer_index"] == 3
+            assert it["options"][3] == "None of the above"
+        if it["strategy"] == "S4":
+            assert sum(MID_BAND[0] < p <= MID_BAND[1] for p in others) >= 2
+
+
+def test_popmcq_given_popularity_and_refusals(server: Any) -> None:
+    items = []
+    for i in range(6):
+        cands = [{"text": f"city {i}-{j}", "popularity": j / 10} for j in range(10)]
+        items.append(
+            {
+                "id": f"q{i}",
+                "question": f"Capital number {i}?",
+                "answer": {"text": f"gold {i}", "popularity": 0.35},
+                "candidates": cands,
+            }
+        )
+    r = post(
+        server.url, "/v1/mcq/popmcq", {"items": items, "popularity": "given", "methods": ["none"]}
+    )
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["n_kept"] == 6
+    assert set(out["built"]) == set(out["skipped"]) == {"S1", "S2", "S3", "S4", "S5", "S6"}
+    bad = [{**items[0], "answer": {"text": "x"}}, items[1]]
+    r = post(server.url, "/v1/mcq/popmcq", {"items": bad, "popularity": "given"})
+    assert r.status_code == 422
+    assert "popularity" in r.json()["error"]["message"]
+
+
+# --- the eval commands ----------------------------------------------------------------------------
+
+
+def test_eval_commands_write_json_and_png(server: Any, tmp_path: Path, data_dir: Path) -> None:
+    runner = CliRunner()
+    pool = tmp_path / "pool.jsonl"
+    lines = DEFAULT_POOL.read_text(encoding="utf-8").splitlines()[:8]
+    pool.write_text("\n".join([*lines, "{not json", '{"question": "q", "answer": "a"}']) + "\n")
+    out = tmp_path / "pop.json"
+    res = runner.invoke(
+        eval_app, ["popmcq", "--output", str(out), "--data", str(pool), "--url", server.url]
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert [s["row"] for s in report["skipped_rows"]] == [9, 10]  # counted, not dropped
+    assert report["n_items"] == 8
+    assert "S2 none" in res.output
+    assert image.imread(str(out.with_suffix(".png"))).shape[0] > 100
+
+    out = tmp_path / "co.json"
+    res = runner.invoke(
+        eval_app,
+        [
+            "choices-only",
+            "--output", str(out),
+            "--data", str(data_dir / "arc" / "ARC-Challenge-Dev.jsonl"),
+            "--limit", "5",
+            "--chunk", "2",
+            "--reasoning-tokens", "16",
+            "--url", server.url,
+        ],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["n_items"] == 5
+    assert set(report["summary"]["conditions"]) == set(audit.CONDITIONS)
+    assert report["items_per_s"] > 0
+    assert set(report["tokens_per_item_by_condition"]) == set(audit.CONDITIONS)
+    assert image.imread(str(out.with_suffix(".png"))).shape[0] > 100
