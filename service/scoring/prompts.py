@@ -1,4 +1,5 @@
-"""Every prompt the service sends, in one place.
+"""Every prompt the service sends, in one place (the MCQ audit's C.2 templates and the strategy
+tagger's prompt sit in ``audit.py`` and ``tagging.py``, next to the parsing of what they ask for).
 
 Layout rule: instructions first, the text under judgment last, so requests that share a question
 (Best-of-N) or earlier steps (process scoring) share a token prefix that vLLM's prefix cache
