@@ -10,6 +10,9 @@ import typer
 from service.config import get_settings
 from service.evals.cli import eval_app
 
+# uvicorn's wait for requests in flight after SIGTERM (k8s/base/api.yaml's grace period covers it)
+GRACEFUL_SHUTDOWN_S = 30
+
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="verifier-service")
 models_app = typer.Typer(no_args_is_help=True, help="Model preparation.")
 app.add_typer(models_app, name="models")
@@ -53,7 +56,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
 
 
