@@ -1,4 +1,4 @@
-"""`verifier` command line: serve, models prepare (and more per issue)."""
+"""`verifier` command line: serve, worker, models prepare, keys, eval, bench."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from service.bench.cli import bench_app
 from service.config import get_settings
 from service.evals.cli import eval_app
 
@@ -21,6 +22,7 @@ app.add_typer(
     name="eval",
     help="Quality harnesses (ProcessBench, Best-of-N) against a running service.",
 )
+app.add_typer(bench_app, name="bench", help="Benchmarks: load, tradeoff and the peers.")
 
 
 def _logging(level: str) -> None:
