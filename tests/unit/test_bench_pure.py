@@ -111,3 +111,19 @@ def test_tradeoff_config_is_checked() -> None:
         tradeoff.TradeoffConfig(data=Path("x"), limit=4, n=(1, 8))
     with pytest.raises(ValueError, match="budgets"):
         tradeoff.TradeoffConfig(data=Path("x"), limit=4, budgets=(0, 8))
+
+
+def test_payload_files(tmp_path: Path) -> None:
+    one = tmp_path / "one.json"
+    one.write_text('{"question": "q", "response": "r"}')
+    assert load.read_payloads(one) == [{"question": "q", "response": "r"}]
+    many = tmp_path / "many.json"
+    many.write_text('[{"a": 1}, {"a": 2}]')
+    assert load.read_payloads(many) == [{"a": 1}, {"a": 2}]
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text('{"a": 1}\n\n{"a": 2}\n')
+    assert load.read_payloads(lines) == [{"a": 1}, {"a": 2}]
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="expected a JSON object"):
+        load.read_payloads(bad)
