@@ -10,7 +10,11 @@ answers, and the oracle (any of the N is correct).
 Each candidate is scored once per evaluator by its own ``POST /v1/score`` request (with
 ``cache: false``), so a candidate's tokens are known exactly and the first N of a question
 cost the sum of theirs; the candidates of a question are shuffled once with ``seed`` so the
-first N are not always the same solvers.
+first N are not always the same solvers. The solutions write one step per line; the
+service's heuristic splitter cuts on blank lines, so every evaluator gets the solution with a
+blank line between its lines (`as_paragraphs`), which makes each line a step of the process
+evaluator (without it, a whole solution would be one step and "process" a second outcome
+judgment).
 """
 
 from __future__ import annotations
@@ -77,9 +81,14 @@ class Question:
     @property
     def candidates(self) -> list[tuple[str, bool]]:
         return [
-            (self.item.candidates[j].solution, self.item.candidates[j].is_correct)
+            (as_paragraphs(self.item.candidates[j].solution), self.item.candidates[j].is_correct)
             for j in self.order
         ]
+
+
+def as_paragraphs(solution: str) -> str:
+    """One paragraph per non-empty line, so the heuristic splitter sees one step per line."""
+    return "\n\n".join(line.strip() for line in solution.splitlines() if line.strip())
 
 
 def questions(items: Sequence[BestOfNItem], seed: int) -> list[Question]:

@@ -127,3 +127,16 @@ def test_payload_files(tmp_path: Path) -> None:
     bad.write_text("[1, 2]")
     with pytest.raises(ValueError, match="expected a JSON object"):
         load.read_payloads(bad)
+
+
+def test_solutions_become_one_step_per_line() -> None:
+    from service.scoring.splitting import heuristic_split
+
+    solution = "She has 16 - 3 = <<16-3=13>>13 eggs\n  She sells 13 * 2 = 26\n\nA: 26"
+    text = tradeoff.as_paragraphs(solution)
+    assert heuristic_split(text) == [
+        "She has 16 - 3 = <<16-3=13>>13 eggs",
+        "She sells 13 * 2 = 26",
+        "A: 26",
+    ]
+    assert len(heuristic_split(solution)) == 2  # the raw text: only the blank line cuts
