@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from judge_throughput import ROOT, load_pairs, process, wait_ok
 
+from loadtests.judge_throughput import ROOT, load_pairs, process, wait_ok
 from service.config import Settings
 
 

@@ -6,7 +6,7 @@ requests in flight (2); then the first ``--sequential-items`` (default 16) of th
 request, one request at a time. Both against the same running service, in one run; prints
 items/s of each, their ratio, and tokens per item per condition.
 
-    python loadtests/mcq_audit.py --url http://127.0.0.1:8000
+    verifier bench mcq-audit --url http://127.0.0.1:8000     # or: python loadtests/mcq_audit.py
     python loadtests/mcq_audit.py --url http://127.0.0.1:8000 --items 24 --sequential-items 8
 """
 
@@ -22,7 +22,7 @@ from service.config import Settings
 from service.evals.audits import DEFAULT_ARC, run_choices_only
 
 
-async def main(args: argparse.Namespace) -> dict[str, Any]:
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
     data = Settings().data_dir / DEFAULT_ARC
     common = {"reasoning_tokens": args.reasoning_tokens}
     batched = await run_choices_only(
@@ -46,8 +46,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--url", default="http://127.0.0.1:8000")
     p.add_argument("--items", type=int, default=100)
     p.add_argument("--sequential-items", type=int, default=16)
@@ -55,8 +55,16 @@ if __name__ == "__main__":
     p.add_argument("--chunk", type=int, default=8)
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--output", type=Path, default=Path("out/bench/mcq_audit.json"))
-    result = asyncio.run(main(p.parse_args()))
-    out = p.parse_args().output
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    return p.parse_args()
+
+
+async def main() -> None:
+    args = parse()
+    result = await measure(args)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

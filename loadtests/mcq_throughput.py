@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from judge_throughput import ROOT, drive, process, raw_engine, wait_ok
 
+from loadtests.judge_throughput import ROOT, drive, process, raw_engine, wait_ok
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import configure_vllm_env

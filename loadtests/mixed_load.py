@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from judge_throughput import ROOT, Pair, block_size, load_pairs, process, wait_ok
 
+from loadtests.judge_throughput import ROOT, Pair, block_size, load_pairs, process, wait_ok
 from service.config import Settings
 from service.engine.device import resolve_dtype
 from service.engine.models import resolve_model

@@ -28,14 +28,11 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from judge_throughput import ROOT, process, wait_ok  # noqa: E402
-
-from service.config import Settings  # noqa: E402
-from service.engine.models import resolve_model  # noqa: E402
-from service.scoring import prompts  # noqa: E402
-from service.scoring.metrics_eval import load_processbench, processbench_metric  # noqa: E402
+from loadtests.judge_throughput import ROOT, process, wait_ok
+from service.config import Settings
+from service.engine.models import resolve_model
+from service.scoring import prompts
+from service.scoring.metrics_eval import load_processbench, processbench_metric
 
 
 async def run_mode(

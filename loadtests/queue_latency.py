@@ -23,11 +23,8 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from judge_throughput import ROOT, Pair, load_pairs, process, wait_ok  # noqa: E402
-
-from service.config import Settings  # noqa: E402
+from loadtests.judge_throughput import ROOT, Pair, load_pairs, process, wait_ok
+from service.config import Settings
 
 
 async def phase(url: str, pairs: list[Pair], conc: int) -> dict[str, float]:

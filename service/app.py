@@ -35,6 +35,7 @@ from service.config import Settings, get_settings
 from service.diagnostics import install_dump_signals, watch_loop
 from service.engine.base import Engine
 from service.errors import ServiceError, error_body
+from service.probe_server import ProbeState, start_probe_server
 from service.protocol import OutcomeRequest
 from service.queue.base import JobQueue
 from service.queue.local import LocalQueue
@@ -184,16 +185,17 @@ def _exit_stalled(reason: str) -> None:
     os._exit(1)
 
 
-def start_metrics_server(port: int | None, registry: CollectorRegistry) -> int | None:
-    """Serve ``registry`` on ``port``; None takes the first free port from 9101; 0 is off."""
-    from prometheus_client import start_http_server
-
+def start_metrics_server(
+    port: int | None, registry: CollectorRegistry, probes: ProbeState | None = None
+) -> int | None:
+    """Serve ``registry`` (and ``/health``, ``/ready`` from ``probes``) on ``port``; None takes
+    the first free port from 9101; 0 is off."""
     if port == 0:
         return None
     candidates = [port] if port is not None else range(METRICS_PORT, METRICS_PORT + METRICS_PORTS)
     for candidate in candidates:
         try:
-            start_http_server(candidate, registry=registry)
+            start_probe_server(candidate, registry, probes or ProbeState())
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
@@ -310,20 +312,27 @@ async def run_worker_process(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     install_dump_signals(loop)
     metrics = Metrics()
-    port = start_metrics_server(settings.queue.worker_metrics_port, metrics.registry)
+    probes = ProbeState()
+    port = start_metrics_server(settings.queue.worker_metrics_port, metrics.registry, probes)
     logger.info("worker %s metrics on port %s", consumer_name("worker"), port or "(off)")
     queue = make_queue(settings, "worker")
     metrics.watch_queue(queue)
     redis = make_redis(settings)
     services = await start_services(settings, metrics, make_calibrations(settings, redis), redis)
     worker = make_worker(settings, queue, services, metrics, on_stall=_exit_stalled)
+
+    def drain() -> None:
+        probes.ready = False  # out of rotation while the jobs in flight finish
+        worker.stop()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.stop)
+        loop.add_signal_handler(sig, drain)
     done = asyncio.Event()
     watchdogs = []
     if settings.queue.worker_stall_s:
         stall_s = settings.queue.worker_stall_s
         watchdogs.append(asyncio.create_task(watch_loop(stall_s, done), name="watchdog"))
+    probes.ready = True
     logger.info("worker %s ready (metrics port %s)", consumer_name("worker"), port or "off")
     try:
         await worker.run()

@@ -1,4 +1,4 @@
-"""`verifier` command line: serve, models prepare (and more per issue)."""
+"""`verifier` command line: serve, worker, models prepare, keys, eval, bench."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
+from service.bench.cli import bench_app
 from service.config import get_settings
 from service.evals.cli import eval_app
+
+# uvicorn's wait for requests in flight after SIGTERM (k8s/base/api.yaml's grace period covers it)
+GRACEFUL_SHUTDOWN_S = 30
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="verifier-service")
 models_app = typer.Typer(no_args_is_help=True, help="Model preparation.")
@@ -18,6 +22,7 @@ app.add_typer(
     name="eval",
     help="Quality harnesses (ProcessBench, Best-of-N) against a running service.",
 )
+app.add_typer(bench_app, name="bench", help="Benchmarks: load, tradeoff and the peers.")
 
 
 def _logging(level: str) -> None:
@@ -53,7 +58,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
 
 

@@ -73,6 +73,12 @@ class Metrics:
             ["tenant", "outcome"],
             registry=r,
         )
+        self.budget_decisions = Counter(
+            "verifier_budget_decisions",
+            "Requests over their max_eval_tokens: refused (422) or degraded to direct",
+            ["tenant", "decision"],
+            registry=r,
+        )
         self.queue_wait = Histogram(
             "verifier_queue_wait_seconds",
             "Time from submit to a worker starting the job",

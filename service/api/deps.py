@@ -114,10 +114,14 @@ def tenant_name(request: Request) -> str:
 
 def _plan(state: AppState, kind: str, req: BaseModel, tenant: str) -> budget.BudgetPlan:
     try:
-        return budget.plan(kind, req)
+        plan = budget.plan(kind, req)
     except budget.BudgetTooSmall as exc:
         state.metrics.budget_tokens.labels(tenant, "refused").inc(exc.estimate)
+        state.metrics.budget_decisions.labels(tenant, "refused").inc()
         raise
+    if plan.degraded:
+        state.metrics.budget_decisions.labels(tenant, "degraded").inc()
+    return plan
 
 
 async def run_job(

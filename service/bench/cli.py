@@ -1,0 +1,238 @@
+"""`verifier bench ...`: the benchmarks, run from the installed package.
+
+    verifier bench load [--url URL] [--endpoint PATH] [--payload FILE] [--rate R]
+        [--duration S] [--max-requests N] [--arrival uniform|poisson] [--smoke]
+    verifier bench tradeoff [--base-url URL | --model MODEL] [--limit N] [--n 1,2,4]
+        [--budgets 64,256] [--smoke]
+    verifier bench judge-throughput | judgment-cache | logit-drift | mcq-audit | mcq-throughput |
+        mixed-load | process-modes | queue-latency | queue-overhead  [their own options]
+
+Each writes JSON (and the first two a PNG) under out/bench/ unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from tqdm import tqdm
+
+from service.bench import load, plots, tradeoff
+from service.bench.server import local_server
+from service.config import Settings
+
+bench_app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Benchmarks: open-loop load, the evaluation-time compute tradeoff, and the peers.",
+)
+
+OUT = Path("out/bench")
+# The older benchmarks keep their own argparse options; `verifier bench <name> --help` shows them.
+LEGACY = {
+    "judge-throughput": "judge_throughput",
+    "judgment-cache": "judgment_cache",
+    "logit-drift": "logit_drift",
+    "mcq-audit": "mcq_audit",
+    "mcq-throughput": "mcq_throughput",
+    "mixed-load": "mixed_load",
+    "process-modes": "process_modes",
+    "queue-latency": "queue_latency",
+    "queue-overhead": "queue_overhead",
+}
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError as exc:
+        raise typer.BadParameter(f"{text!r}: comma-separated integers expected") from exc
+
+
+def _write(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(1)
+
+
+@bench_app.command("load")
+def load_cmd(
+    url: Annotated[str, typer.Option(help="Base URL of the target.")] = "http://127.0.0.1:8000",
+    endpoint: Annotated[str, typer.Option(help="Path to POST to.")] = load.DEFAULT_ENDPOINT,
+    payload: Annotated[
+        Path | None,
+        typer.Option(help="JSON body, list of bodies or JSON lines; default: GSM8K judgments."),
+    ] = None,
+    rate: Annotated[float, typer.Option(min=0.01, help="Arrivals per second.")] = 4.0,
+    duration: Annotated[float, typer.Option(min=0.1, help="Seconds of sending.")] = 30.0,
+    max_requests: Annotated[
+        int | None, typer.Option(min=1, help="At most this many requests.")
+    ] = None,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Per-request timeout (s).")] = 60.0,
+    max_inflight: Annotated[int, typer.Option(min=1, help="Connections at most.")] = 256,
+    arrival: Annotated[str, typer.Option(help="uniform (every 1/rate) or poisson.")] = "uniform",
+    seed: Annotated[int, typer.Option(help="Seed of the Poisson arrivals.")] = 0,
+    allow_remote: Annotated[
+        bool, typer.Option(help="Allow a target that is not a loopback address.")
+    ] = False,
+    smoke: Annotated[bool, typer.Option(help="A few seconds: 2 req/s for 2 s.")] = False,
+    output: Annotated[Path, typer.Option(help="Result JSON.")] = OUT / "load.json",
+    plot: Annotated[Path, typer.Option(help="Latency plot (PNG).")] = OUT / "load.png",
+) -> None:
+    """Open-loop load at a fixed arrival rate; latency counted from the scheduled send."""
+    if arrival not in ("uniform", "poisson"):
+        raise typer.BadParameter("arrival: uniform or poisson")
+    if smoke:
+        rate, duration = 2.0, 2.0
+    try:
+        cfg = load.LoadConfig(
+            url=url,
+            endpoint=endpoint,
+            rate=rate,
+            duration_s=duration,
+            max_requests=max_requests,
+            timeout_s=timeout,
+            max_inflight=max_inflight,
+            arrival="poisson" if arrival == "poisson" else "uniform",
+            seed=seed,
+            allow_remote=allow_remote,
+        )
+        bodies = (
+            load.read_payloads(payload)
+            if payload
+            else load.builtin_payloads(Settings(), min(cfg.planned, 256))
+        )
+        with tqdm(total=cfg.planned, desc="load", unit="req") as bar:
+            result = asyncio.run(load.run_load(cfg, bodies, _bar(bar)))
+    except (ValueError, OSError) as exc:
+        raise _fail(exc) from exc
+    _write(output, result)
+    plots.plot_load(result, plot)
+    lat = result["latency_ms"]
+    typer.echo(
+        f"offered {result['offered_rate']:.2f}/s, ok {result['ok']}/{result['scheduled']}, "
+        f"throughput {result['throughput_ok_per_s']:.2f}/s, latency ms p50 {_ms(lat['p50'])} "
+        f"p95 {_ms(lat['p95'])} p99 {_ms(lat['p99'])}, errors {result['errors_by_status']}"
+    )
+    typer.echo(f"wrote {output} and {plot}")
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def _bar(bar: Any) -> Callable[[int, int], None]:
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    return progress
+
+
+@bench_app.command("tradeoff")
+def tradeoff_cmd(
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="A running service (a real judge on a GPU); none: start one here."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model for the service started here (VERIFIER_ENGINE__MODEL)."),
+    ] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="GSM8K example solutions (JSONL); default under data_dir.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Questions.")] = 50,
+    n: Annotated[str, typer.Option(help="Candidates per question, comma-separated.")] = "1,2,4",
+    budgets: Annotated[
+        str, typer.Option(help="The two rationale budgets of the reasoning evaluator.")
+    ] = "64,256",
+    concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 8,
+    seed: Annotated[int, typer.Option(help="Seed of the candidate order.")] = 0,
+    smoke: Annotated[
+        bool, typer.Option(help="Seconds: 4 questions, budgets 4 and 8 tokens.")
+    ] = False,
+    output: Annotated[Path, typer.Option(help="Result JSON.")] = OUT / "tradeoff.json",
+    plot: Annotated[Path, typer.Option(help="Accuracy-vs-tokens plot (PNG).")] = OUT
+    / "tradeoff.png",
+) -> None:
+    """Best-of-N accuracy vs evaluation tokens for N in {1,2,4} and five evaluators."""
+    if smoke:
+        limit, budgets = 4, "4,8"
+    path = data or Settings().data_dir / "gsm8k" / "example_model_solutions.jsonl"
+    try:
+        low, high = _ints(budgets)
+        cfg = tradeoff.TradeoffConfig(
+            data=path,
+            limit=limit,
+            n=_ints(n),
+            budgets=(low, high),
+            concurrency=concurrency,
+            seed=seed,
+        )
+    except ValueError as exc:
+        raise _fail(exc) from exc
+    try:
+        if base_url:
+            if model:
+                typer.echo("note: --model is for a service started here; using --base-url's")
+            result = _run_tradeoff(base_url, cfg)
+        else:
+            typer.echo(f"starting verifier serve ({model or 'the embedded default model'})")
+            with local_server(model) as url:
+                result = _run_tradeoff(url, cfg)
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise _fail(exc) from exc
+    _write(output, result)
+    plots.plot_tradeoff(result, plot)
+    typer.echo(tradeoff.table(result))
+    typer.echo(f"wrote {output} and {plot}")
+
+
+def _run_tradeoff(url: str, cfg: tradeoff.TradeoffConfig) -> dict[str, Any]:
+    bars: dict[str, Any] = {}
+
+    def progress(name: str, done: int, total: int) -> None:
+        bar = bars.get(name)
+        if bar is None:
+            bar = bars[name] = tqdm(total=total, desc=name, unit="candidate")
+        bar.update(done - bar.n)
+        if done == total:
+            bar.close()
+
+    try:
+        return asyncio.run(tradeoff.run_tradeoff(url, cfg, progress))
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
+def _legacy(name: str, module: str) -> None:
+    def command(ctx: typer.Context) -> None:
+        target = importlib.import_module(f"loadtests.{module}")
+        sys.argv = [f"verifier bench {name}", *ctx.args]  # their argparse reads sys.argv
+        asyncio.run(target.main())
+
+    command.__doc__ = f"loadtests/{module}.py (its options: verifier bench {name} --help)."
+    bench_app.command(
+        name,
+        context_settings={
+            "allow_extra_args": True,
+            "ignore_unknown_options": True,
+            "help_option_names": [],
+        },
+    )(command)
+
+
+for _name, _module in LEGACY.items():
+    _legacy(_name, _module)

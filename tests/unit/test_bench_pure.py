@@ -1,0 +1,142 @@
+"""Pure pieces of the benchmarks: percentiles, GSM8K answers, majority vote, the open-loop
+schedule and its target check, Best-of-N selection and baselines of the tradeoff."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.bench import load, tradeoff
+from service.bench.stats import argmax_first, final_answer, majority_pick, percentile, summary
+from service.scoring.bestofn import BestOfNItem, Candidate
+
+
+def test_percentile_interpolates() -> None:
+    values = [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert percentile(values, 50) == 30.0
+    assert percentile(values, 95) == pytest.approx(48.0)  # 40 + 0.8 * 10
+    assert percentile(values, 100) == 50.0
+    assert percentile([], 50) is None
+    assert summary([]) == {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
+
+
+@pytest.mark.parametrize(
+    ("solution", "answer"),
+    [
+        ("She makes 9 * 2 = $<<9*2=18>>18\nA: 18", "18"),
+        ("so 16 - 3 = <<16-3=13>>13 eggs\nA: $1,000", "1000"),
+        ("A: 2.50", "2.5"),
+        ("A: -4", "-4"),
+        ("no final marker, the result is 7 then 12", "12"),
+        ("A: none", None),
+    ],
+)
+def test_final_answer(solution: str, answer: str | None) -> None:
+    assert final_answer(solution) == answer
+
+
+def test_majority_pick() -> None:
+    assert majority_pick(["3", "4", "4"]) == 1
+    assert majority_pick(["3", "4"]) == 0  # tie: the answer seen first
+    assert majority_pick([None, "5"]) == 1
+    assert majority_pick([None, None]) == 0
+
+
+def test_argmax_first() -> None:
+    assert argmax_first([0.2, 0.9, 0.9]) == 1
+    assert argmax_first([0.5]) == 0
+
+
+def test_uniform_schedule_is_bounded() -> None:
+    cfg = load.LoadConfig(rate=4, duration_s=2.5)
+    assert load.schedule(cfg) == [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25]
+    assert len(load.schedule(load.LoadConfig(rate=4, duration_s=10, max_requests=3))) == 3
+    with pytest.raises(ValueError, match="cap"):
+        load.LoadConfig(rate=1000, duration_s=1000)
+
+
+def test_poisson_schedule_stays_within_the_duration() -> None:
+    offsets = load.schedule(load.LoadConfig(rate=50, duration_s=4, arrival="poisson", seed=1))
+    assert offsets == sorted(offsets)
+    assert offsets[-1] < 4
+    assert 120 < len(offsets) <= 200  # mean 200 arrivals, capped at rate x duration
+
+
+def test_loopback_only_unless_allowed() -> None:
+    load.check_target("http://127.0.0.1:8000", allow_remote=False)
+    load.check_target("http://localhost:8000", allow_remote=False)
+    with pytest.raises(ValueError, match="loopback"):
+        load.check_target("http://192.0.2.1:8000", allow_remote=False)
+    load.check_target("http://192.0.2.1:8000", allow_remote=True)
+
+
+def _item(correct: list[bool], answers: list[str]) -> BestOfNItem:
+    cands = tuple(
+        Candidate(f"s{i}", f"work\nA: {a}", ok)
+        for i, (ok, a) in enumerate(zip(correct, answers, strict=True))
+    )
+    return BestOfNItem("q", "A: 1", cands)
+
+
+def test_selection_and_baselines_by_n() -> None:
+    items = [_item([False, True, True, False], ["2", "1", "1", "3"])]
+    q = tradeoff.Question(0, items[0], (0, 1, 2, 3))  # identity order for the arithmetic
+    scores = {
+        (0, j): {"score": s, "total_tokens": 100 + j, "engine_calls": 1}
+        for j, s in enumerate([0.9, 0.4, 0.8, 0.1])
+    }
+    assert tradeoff.selection([q], scores, 1) == {
+        "accuracy": 0.0,
+        "tokens_per_question": 100,
+        "engine_calls_per_question": 1,
+    }
+    four = tradeoff.selection([q], scores, 4)
+    assert four["accuracy"] == 0.0  # 0.9 on the wrong first candidate
+    assert four["tokens_per_question"] == 100 + 101 + 102 + 103
+    assert tradeoff.baselines([q], 1) == {"random": 0.0, "majority": 0.0, "oracle": 0.0}
+    assert tradeoff.baselines([q], 4) == {"random": 0.5, "majority": 1.0, "oracle": 1.0}
+
+
+def test_questions_shuffle_is_seeded() -> None:
+    items = [_item([True, False, False, False], ["1", "2", "3", "4"])] * 8
+    first = [q.order for q in tradeoff.questions(items, seed=3)]
+    assert first == [q.order for q in tradeoff.questions(items, seed=3)]
+    assert len(set(first)) > 1
+    assert all(sorted(order) == [0, 1, 2, 3] for order in first)
+
+
+def test_tradeoff_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="n:"):
+        tradeoff.TradeoffConfig(data=Path("x"), limit=4, n=(1, 8))
+    with pytest.raises(ValueError, match="budgets"):
+        tradeoff.TradeoffConfig(data=Path("x"), limit=4, budgets=(0, 8))
+
+
+def test_payload_files(tmp_path: Path) -> None:
+    one = tmp_path / "one.json"
+    one.write_text('{"question": "q", "response": "r"}')
+    assert load.read_payloads(one) == [{"question": "q", "response": "r"}]
+    many = tmp_path / "many.json"
+    many.write_text('[{"a": 1}, {"a": 2}]')
+    assert load.read_payloads(many) == [{"a": 1}, {"a": 2}]
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text('{"a": 1}\n\n{"a": 2}\n')
+    assert load.read_payloads(lines) == [{"a": 1}, {"a": 2}]
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="expected a JSON object"):
+        load.read_payloads(bad)
+
+
+def test_solutions_become_one_step_per_line() -> None:
+    from service.scoring.splitting import heuristic_split
+
+    solution = "She has 16 - 3 = <<16-3=13>>13 eggs\n  She sells 13 * 2 = 26\n\nA: 26"
+    text = tradeoff.as_paragraphs(solution)
+    assert heuristic_split(text) == [
+        "She has 16 - 3 = <<16-3=13>>13 eggs",
+        "She sells 13 * 2 = 26",
+        "A: 26",
+    ]
+    assert len(heuristic_split(solution)) == 2  # the raw text: only the blank line cuts
