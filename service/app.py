@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.aio import CLOSE_TIMEOUT_S, bounded, wait_bounded
-from service.api import health, judge, mcq, rerank, split
+from service.api import health, judge, mcq, rerank, reward, split
 from service.api.deps import AppState
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
 from service.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
@@ -125,7 +125,7 @@ async def start_services(
     store = make_judgment_store(settings, redis)
     if store is not None and metrics is not None:
         metrics.watch_cache(store)
-    services = Services.build(engine, settings.model_name, store, calibrations)
+    services = Services.build(engine, settings.model_name, store, calibrations, settings.reward)
     try:
         probe = await services.outcome.judge(PROBE.model_copy(update={"cache": False}))
     except Exception:
@@ -305,6 +305,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(split.router)
     app.include_router(rerank.router)
     app.include_router(mcq.router)
+    app.include_router(reward.router)
     _install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
     if settings.auth.enabled:

@@ -46,6 +46,7 @@ from service.protocol_mcq import (
     MCQItem,
     MCQOptions,
 )
+from service.protocol_reward import RewardRequest
 from service.scoring import splitting
 
 __all__ = [
@@ -334,10 +335,19 @@ def estimate(kind: str, req: BaseModel) -> Estimate:
         return _mcq_items(batch.items, batch)
     if kind == "mcq_calibrate":
         return _mcq_calibration(_expect(kind, req, CalibrationRequest))
+    if kind == "reward":
+        return _reward_request(_expect(kind, req, RewardRequest))
     raise ValueError(
         f"unknown request kind {kind!r}; expected outcome, process, split, score, rerank, "
-        "mcq_answer, mcq_batch or mcq_calibrate"
+        "mcq_answer, mcq_batch, mcq_calibrate or reward"
     )
+
+
+def _reward_request(req: RewardRequest) -> Estimate:
+    """One outcome judgment per query (the query holds question and response); an unset mode
+    counts as direct (the worker's setting may say reasoning: then this is low)."""
+    j = _Judging(req.mode or "direct", 1, req.reasoning_tokens or 256)
+    return sum((_judgment(OUTCOME_OVERHEAD + estimate_text_tokens(q), j) for q in req.query), ZERO)
 
 
 # --- budget policy -------------------------------------------------------------------------

@@ -152,6 +152,19 @@ class CacheSettings(BaseModel):
     max_entries: int = Field(default=100_000, ge=1, description="Oldest evicted beyond this.")
 
 
+class RewardSettings(BaseModel):
+    """``POST /get_reward`` (OpenRLHF's remote reward model)."""
+
+    separator: str = Field(
+        default="",
+        description="Text after which the response starts in a query (last occurrence); empty "
+        "= the chat template's assistant marker. A query that starts with its prompt is cut "
+        "there first.",
+    )
+    mode: Literal["direct", "reasoning"] = "direct"
+    reasoning_tokens: int = Field(default=256, ge=1)
+
+
 class Settings(BaseSettings):
     """Every setting of the service. See the README's settings table."""
 
@@ -173,6 +186,7 @@ class Settings(BaseSettings):
     queue: QueueSettings = Field(default_factory=QueueSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    reward: RewardSettings = Field(default_factory=RewardSettings)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

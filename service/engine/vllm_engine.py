@@ -348,4 +348,3 @@ class VLLMEngine:
             await asyncio.wait_for(done, SHUTDOWN_TIMEOUT_S)
         except TimeoutError:
             logger.error("engine shutdown did not finish in %.0f s; leaving it", SHUTDOWN_TIMEOUT_S)
-

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from service.aio import CLOSE_TIMEOUT_S, bounded
 from service.calibrations import CalibrationStore, MemoryCalibrations
+from service.config import RewardSettings
 from service.engine.base import Engine
 from service.errors import InvalidRequest, ServiceError
 from service.protocol import (
@@ -26,12 +27,14 @@ from service.protocol import (
     SplitRequest,
 )
 from service.protocol_mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
+from service.protocol_reward import RewardRequest
 from service.queue.base import Job, JobOutcome
 from service.serving.cache import CachingEngine, JudgmentStore
 from service.serving.context import current_tenant
 from service.serving.mcq import MCQServing
 from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing, SplitServing
+from service.serving.reward import RewardServing
 from service.serving.score import ScoreServing
 from service.telemetry import Metrics
 
@@ -46,6 +49,7 @@ class Services:
     process: ProcessServing
     score: ScoreServing
     mcq: MCQServing
+    reward: RewardServing
     judgments: JudgmentStore | None = None
 
     @classmethod
@@ -55,6 +59,7 @@ class Services:
         model_name: str,
         judgments: JudgmentStore | None = None,
         calibrations: CalibrationStore | None = None,
+        reward: RewardSettings | None = None,
     ) -> Services:
         """Serving objects over ``engine``; with a store, judgments go through the cache."""
         if judgments is not None:
@@ -64,6 +69,7 @@ class Services:
         process = ProcessServing(engine, split, model_name)
         score = ScoreServing(outcome, process, model_name)
         mcq = MCQServing(engine, model_name, calibrations or MemoryCalibrations())
+        rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings())
         return cls(
             engine=engine,
             outcome=outcome,
@@ -71,6 +77,7 @@ class Services:
             process=process,
             score=score,
             mcq=mcq,
+            reward=rewards,
             judgments=judgments,
         )
 
@@ -93,6 +100,7 @@ ROUTES: dict[str, Route] = {
     "mcq_answer": (MCQAnswerRequest, lambda s, r: s.mcq.answer(r)),
     "mcq_batch": (MCQBatchRequest, lambda s, r: s.mcq.answer_batch(r)),
     "mcq_calibrate": (CalibrationRequest, lambda s, r: s.mcq.calibrate(r)),
+    "reward": (RewardRequest, lambda s, r: s.reward.reward(r)),
 }
 
 
