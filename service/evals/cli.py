@@ -26,10 +26,11 @@ from typing import Annotated, Any, Final
 import httpx
 import typer
 from tqdm import tqdm
+from verifier_client import VerifierError
 
 from service.config import Settings
 from service.evals import bestofn, mcq, processbench
-from service.evals.client import ProgressFn, ServiceCallError
+from service.evals.common import ProgressFn
 from service.protocol import Aggregation, ProcessMode, ScoreMethod
 
 logger = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def _run(
 
         try:
             result = asyncio.run(job(progress))
-        except (ValueError, OSError, ServiceCallError, httpx.HTTPError) as exc:
+        except (ValueError, OSError, VerifierError, httpx.HTTPError) as exc:
             bar.close()
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
