@@ -21,17 +21,19 @@ import json
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import httpx
 import typer
 from tqdm import tqdm
-from verifier_client import VerifierError
 
 from service.config import Settings
-from service.evals import bestofn, mcq, processbench
-from service.evals.common import ProgressFn
 from service.protocol import Aggregation, ProcessMode, ScoreMethod
+
+# The harnesses (and the client they talk through) load when an eval command runs, so
+# `verifier serve`, which shares this CLI, never imports the client.
+if TYPE_CHECKING:
+    from service.evals.common import ProgressFn
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +133,8 @@ def _run(
     rows: Callable[[dict[str, Any]], list[tuple[str, str]]],
 ) -> None:
     """Run `job` under a progress bar, write its JSON and print its table; exit 1 on errors."""
+    from verifier_client import VerifierError
+
     with tqdm(desc=desc, unit="item", total=None) as bar:
 
         def progress(done: int, total: int) -> None:
@@ -166,6 +170,8 @@ def processbench_cmd(
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
     """ProcessBench first-error F1 via POST /v1/judge/process (METHODS A.7-A.9)."""
+    from service.evals import processbench
+
     path = resolve_data(data, processbench.DEFAULT_FILE)
 
     def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
@@ -204,6 +210,8 @@ def bestofn_cmd(
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
     """Best-of-N selection on GSM8K example solutions via POST /v1/score."""
+    from service.evals import bestofn
+
     path = resolve_data(data, bestofn.DEFAULT_FILE)
 
     def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
@@ -266,6 +274,8 @@ def mcq_cmd(
     """MCQ accuracy, letter selection rates, RStd and cost, raw vs debiased (METHODS B.4-B.7).
 
     Reads ARC jsonl or the mcqa CSV format (question, choices, answer)."""
+    from service.evals import mcq
+
     path = resolve_data(data, mcq.DEFAULT_FILE)
     methods = [m.strip() for m in debias.split(",") if m.strip()]
 

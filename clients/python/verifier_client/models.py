@@ -420,6 +420,46 @@ class RerankResult(BaseModel):
     relevance_score: Annotated[float, Field(title="Relevance Score")]
 
 
+ReasoningTokens4 = TypeAliasType(
+    "ReasoningTokens4", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+)
+"""
+Default VERIFIER_REWARD__REASONING_TOKENS.
+"""
+
+
+class RewardRequest(BaseModel):
+    """
+    POST /get_reward. The last four fields are this service's; unset, the settings apply.
+    """
+
+    cache: Annotated[bool, Field(title="Cache")] = True
+    labels: Annotated[list[Any] | None, Field(title="Labels")] = None
+    """
+    Accepted and not used (the judge needs no reference).
+    """
+    mode: Annotated[Literal["direct", "reasoning"] | None, Field(title="Mode")] = None
+    """
+    Default VERIFIER_REWARD__MODE.
+    """
+    prompts: Annotated[list[str] | None, Field(title="Prompts")] = None
+    """
+    The prompts, when sent: a query that starts with its prompt is cut there.
+    """
+    query: Annotated[list[str] | None, Field(title="Query")] = None
+    """
+    Prompt + response, decoded.
+    """
+    reasoning_tokens: Annotated[ReasoningTokens4 | None, Field(title="Reasoning Tokens")] = None
+    """
+    Default VERIFIER_REWARD__REASONING_TOKENS.
+    """
+    separator: Annotated[str | None, Field(title="Separator")] = None
+    """
+    Where the response starts (last occurrence); default VERIFIER_REWARD__SEPARATOR, else the chat template's assistant marker.
+    """
+
+
 class SampleJudgment(BaseModel):
     logit: Annotated[float, Field(title="Logit")]
     rationale: Annotated[str | None, Field(title="Rationale")] = None
@@ -773,6 +813,22 @@ class RerankResponse(BaseModel):
     model: Annotated[str, Field(title="Model")]
     results: Annotated[list[RerankResult], Field(title="Results")]
     usage: Usage
+
+
+class RewardResponse(BaseModel):
+    extra_logs: Annotated[dict[str, list[float]] | None, Field(title="Extra Logs")] = None
+    """
+    Per query: `verifier_logit` (logp('1') - logp('0')).
+    """
+    rewards: Annotated[list[float], Field(title="Rewards")]
+    """
+    P(correct) of each response (= scores).
+    """
+    scores: Annotated[list[float], Field(title="Scores")]
+    """
+    P(correct) in [0, 1].
+    """
+    usage: Usage | None = None
 
 
 class ScoreResponse(BaseModel):
