@@ -95,6 +95,32 @@ def _usage(out: RequestOutput) -> TokenUsage:
     )
 
 
+def openai_server_args(settings: Settings, model: str, device: str = "cpu") -> list[str]:
+    """Arguments of ``python -m vllm.entrypoints.openai.api_server`` that build the engine
+    ``VLLMEngine.start`` builds, so a remote engine (``engine.backend=openai``) on that server
+    scores as the in-process one does; ``--enable-prompt-tokens-details`` reports prefix-cache
+    hits in ``usage``. Kept next to ``start`` so the two cannot drift apart."""
+    cfg = settings.engine
+    args = [
+        "--model", model,
+        "--dtype", resolve_dtype(cfg.dtype, device),
+        "--max-model-len", str(cfg.max_model_len),
+        "--max-num-seqs", str(cfg.max_num_seqs),
+        "--seed", str(cfg.seed),
+        "--max-logprobs", str(PROMPT_TOPK),
+        "--enable-prompt-tokens-details",
+    ]  # fmt: skip
+    block = cfg.block_size or (CPU_BLOCK_SIZE if device == "cpu" else None)
+    if block is not None:
+        args += ["--block-size", str(block)]
+    args.append(
+        "--enable-prefix-caching" if cfg.enable_prefix_caching else "--no-enable-prefix-caching"
+    )
+    if cfg.enforce_eager:
+        args.append("--enforce-eager")
+    return args
+
+
 class VLLMEngine:
     """``Engine`` on vLLM's ``AsyncLLM``: every concurrent call joins vLLM's continuous batch."""
 
@@ -125,7 +151,7 @@ class VLLMEngine:
             block_size=cfg.block_size or (CPU_BLOCK_SIZE if device == "cpu" else None),
             max_num_seqs=cfg.max_num_seqs,
             seed=cfg.seed,
-            max_logprobs=20,
+            max_logprobs=PROMPT_TOPK,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             tensor_parallel_size=cfg.tensor_parallel_size,
         )
