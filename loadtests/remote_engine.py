@@ -9,6 +9,11 @@ gsm8k/example_model_solutions.jsonl = 256 direct judgments, 32 concurrent client
 mode gets its prompt ids ready before the clock starts, the service tokenizes inside the run.
 
     python loadtests/remote_engine.py [--rounds 2] [--questions 64] [--concurrency 32]
+    python loadtests/remote_engine.py --vllm-url URL --service-url URL   # servers already up
+
+Servers already running must be the vLLM OpenAI server started with VLLM_SERVER_DEV_MODE=1 and
+the service's arguments (``openai_server_args``, ``--served-model-name judge``) and a service
+with ``engine.backend=openai`` on it.
 """
 
 from __future__ import annotations
@@ -68,6 +73,34 @@ async def service_phase(url: str, work: list[Pair], conc: int) -> float:
         return await drive(work, conc, one)
 
 
+async def rounds(
+    vllm_url: str,
+    ours_url: str,
+    ids: dict[Pair, list[int]],
+    labels: list[int],
+    work: list[Pair],
+    warm: list[Pair],
+    args: argparse.Namespace,
+) -> tuple[list[float], list[float]]:
+    """Warm both paths, then alternate direct and service phases on a reset prefix cache."""
+    direct: list[float] = []
+    ours: list[float] = []
+    await direct_phase(vllm_url, ids, labels, warm, args.concurrency)
+    await service_phase(ours_url, warm, args.concurrency)
+    async with httpx.AsyncClient() as c:
+        for r in range(args.rounds):
+            (await c.post(vllm_url + "/reset_prefix_cache")).raise_for_status()
+            direct.append(await direct_phase(vllm_url, ids, labels, work, args.concurrency))
+            (await c.post(vllm_url + "/reset_prefix_cache")).raise_for_status()
+            ours.append(await service_phase(ours_url, work, args.concurrency))
+            print(
+                f"round {r + 1}: direct {direct[-1]:.2f}/s, service {ours[-1]:.2f}/s, "
+                f"ratio {ours[-1] / direct[-1]:.3f}",
+                flush=True,
+            )
+    return direct, ours
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -77,6 +110,8 @@ async def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="direct/service pairs of phases")
     ap.add_argument("--port", type=int, default=8741)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
+    ap.add_argument("--vllm-url", help="an already running vLLM OpenAI server (dev mode)")
+    ap.add_argument("--service-url", help="an already running service on it")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -114,24 +149,15 @@ async def main() -> None:
         "VERIFIER_ENGINE__BACKEND": "openai",
         "VERIFIER_ENGINE__OPENAI__BASE_URL": vllm_url,
     }
-    direct: list[float] = []
-    ours: list[float] = []
-    with process(cmd, env, args.out / "remote_vllm.log") as vproc:
-        await wait_ok(vllm_url + "/health", vproc, args.out / "remote_vllm.log")
-        serve = [sys.executable, "-m", "service.cli", "serve"]
-        with process(serve, ours_env, args.out / "remote_service.log") as sproc:
-            await wait_ok(ours_url + "/ready", sproc, args.out / "remote_service.log")
-            await direct_phase(vllm_url, ids, labels, warm, args.concurrency)
-            await service_phase(ours_url, warm, args.concurrency)
-            async with httpx.AsyncClient() as c:
-                for r in range(args.rounds):
-                    (await c.post(vllm_url + "/reset_prefix_cache")).raise_for_status()
-                    direct.append(await direct_phase(vllm_url, ids, labels, work, args.concurrency))
-                    (await c.post(vllm_url + "/reset_prefix_cache")).raise_for_status()
-                    ours.append(await service_phase(ours_url, work, args.concurrency))
-                    print(
-                        f"round {r + 1}: direct {direct[-1]:.2f}/s, service {ours[-1]:.2f}/s, ratio {ours[-1] / direct[-1]:.3f}"
-                    )
+    if args.vllm_url and args.service_url:
+        direct, ours = await rounds(args.vllm_url, args.service_url, ids, labels, work, warm, args)
+    else:
+        with process(cmd, env, args.out / "remote_vllm.log") as vproc:
+            await wait_ok(vllm_url + "/health", vproc, args.out / "remote_vllm.log")
+            serve = [sys.executable, "-m", "service.cli", "serve"]
+            with process(serve, ours_env, args.out / "remote_service.log") as sproc:
+                await wait_ok(ours_url + "/ready", sproc, args.out / "remote_service.log")
+                direct, ours = await rounds(vllm_url, ours_url, ids, labels, work, warm, args)
 
     ratios = [o / d for o, d in zip(ours, direct, strict=True)]
     print(
