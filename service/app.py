@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.aio import CLOSE_TIMEOUT_S, bounded, wait_bounded
-from service.api import health, judge, mcq, rerank, split
+from service.api import health, judge, mcq, rerank, reward, split
 from service.api.deps import AppState
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
 from service.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
@@ -75,11 +75,26 @@ def make_redis(settings: Settings) -> Any:
     return connect(settings.redis_url, settings.queue.redis_timeout_s)
 
 
-def _start_engine(settings: Settings) -> Engine:
+def _start_vllm(settings: Settings) -> Engine:
     from service.engine.models import resolve_model
     from service.engine.vllm_engine import VLLMEngine
 
     return VLLMEngine.start(settings, resolve_model(settings))
+
+
+async def start_engine(settings: Settings) -> Engine:
+    """The configured backend: in-process vLLM, or a remote OpenAI-compatible server (then
+    only its tokenizer is loaded here; vLLM is never imported)."""
+    if settings.engine.backend == "openai":
+        from service.engine.models import resolve_model
+        from service.engine.openai_engine import OpenAIEngine
+
+        # httpx logs every call at INFO: one line per engine call would flood the log.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        cfg = settings.engine.openai
+        tokenizer = cfg.tokenizer or await asyncio.to_thread(resolve_model, settings)
+        return await OpenAIEngine.start(settings, tokenizer)
+    return await asyncio.to_thread(_start_vllm, settings)
 
 
 def make_judgment_store(settings: Settings, redis: Any) -> JudgmentStore | None:
@@ -107,11 +122,11 @@ async def start_services(
     redis: Any = None,
 ) -> Services:
     """Prepare the model, start the engine, score a probe judgment."""
-    engine = await asyncio.to_thread(_start_engine, settings)
+    engine = await start_engine(settings)
     store = make_judgment_store(settings, redis)
     if store is not None and metrics is not None:
         metrics.watch_cache(store)
-    services = Services.build(engine, settings.model_name, store, calibrations)
+    services = Services.build(engine, settings.model_name, store, calibrations, settings.reward)
     try:
         probe = await services.outcome.judge(PROBE.model_copy(update={"cache": False}))
     except Exception:
@@ -292,6 +307,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(split.router)
     app.include_router(rerank.router)
     app.include_router(mcq.router)
+    app.include_router(reward.router)
     _install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
     if settings.auth.enabled:

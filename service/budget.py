@@ -47,6 +47,7 @@ from service.protocol_mcq import (
     MCQItem,
     MCQOptions,
 )
+from service.protocol_reward import RewardRequest
 from service.scoring import splitting
 
 __all__ = [
@@ -363,6 +364,13 @@ def _expect(kind: str, req: BaseModel, cls: type[_M]) -> _M:
     return req
 
 
+def _reward_request(req: RewardRequest) -> Estimate:
+    """One outcome judgment per query (the query holds question and response); an unset mode
+    counts as direct (the worker's setting may say reasoning: then this is low)."""
+    j = _Judging(req.mode or "direct", 1, req.reasoning_tokens or 256)
+    return sum((_judgment(OUTCOME_OVERHEAD + estimate_text_tokens(q), j) for q in req.query), ZERO)
+
+
 def _mcq_answer(req: MCQAnswerRequest) -> Estimate:
     return _mcq_items([req], req)
 
@@ -383,6 +391,7 @@ _ESTIMATORS: Final[dict[str, tuple[type[BaseModel], Any]]] = {
     "mcq_calibrate": (CalibrationRequest, _mcq_calibration),
     "mcq_audit": (AuditRequest, _audit),
     "mcq_popmcq": (PopMCQRequest, _popmcq),
+    "reward": (RewardRequest, _reward_request),
 }
 
 

@@ -21,9 +21,39 @@ def _default_cache() -> Path:
     return Path.home() / ".cache" / "verifier-service"
 
 
-class EngineSettings(BaseModel):
-    """How the vLLM engine is built. An empty ``model`` means the embedded default."""
+class OpenAIEngineSettings(BaseModel):
+    """A remote OpenAI-compatible server (``engine.backend=openai``), e.g. a vLLM fleet."""
 
+    base_url: str = Field(
+        default="http://127.0.0.1:8001",
+        description="The server's root (a trailing /v1 is accepted).",
+    )
+    api_key: str = Field(default="", description="Sent as a bearer token when set.")
+    model: str = Field(
+        default="", description="The model name the server serves; empty = its only model."
+    )
+    tokenizer: str = Field(
+        default="",
+        description="Local HF folder or hub id of the served model's tokenizer; empty = "
+        "engine.model, else the embedded default (prompts are built here as token ids).",
+    )
+    timeout_s: float = Field(default=300.0, gt=0, description="Read timeout per call.")
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    retries: int = Field(
+        default=4, ge=0, description="Retries on 429, 503 and connection errors (backoff)."
+    )
+    max_connections: int = Field(default=256, ge=1, description="Concurrent calls to it.")
+
+
+class EngineSettings(BaseModel):
+    """How the engine is built. An empty ``model`` means the embedded default."""
+
+    backend: Literal["vllm", "openai"] = Field(
+        default="vllm",
+        description="vllm: in-process engine; openai: a remote OpenAI-compatible server "
+        "(settings under engine.openai; no local vLLM needed).",
+    )
+    openai: OpenAIEngineSettings = Field(default_factory=OpenAIEngineSettings)
     model: str = Field(
         default="",
         description="Local HF folder or hub id; empty = the embedded SmolLM2-135M-Instruct.",
@@ -122,6 +152,19 @@ class CacheSettings(BaseModel):
     max_entries: int = Field(default=100_000, ge=1, description="Oldest evicted beyond this.")
 
 
+class RewardSettings(BaseModel):
+    """``POST /get_reward`` (OpenRLHF's remote reward model)."""
+
+    separator: str = Field(
+        default="",
+        description="Text after which the response starts in a query (last occurrence); empty "
+        "= the chat template's assistant marker. A query that starts with its prompt is cut "
+        "there first.",
+    )
+    mode: Literal["direct", "reasoning"] = "direct"
+    reasoning_tokens: int = Field(default=256, ge=1)
+
+
 class Settings(BaseSettings):
     """Every setting of the service. See the README's settings table."""
 
@@ -143,6 +186,7 @@ class Settings(BaseSettings):
     queue: QueueSettings = Field(default_factory=QueueSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    reward: RewardSettings = Field(default_factory=RewardSettings)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

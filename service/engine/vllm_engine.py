@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import threading
 import uuid
@@ -31,11 +30,11 @@ from service.engine.base import (
     TokenUsage,
 )
 from service.engine.device import detect_device, resolve_dtype
+from service.engine.judging import judge_one, logsumexp
 from service.engine.reaper import start_reaper
 from service.errors import EngineFailure
-from service.scoring.outcome import rationale_finish
 from service.scoring.prompts import token_variants
-from service.scoring.tokenizer import Tokenizer, encode
+from service.scoring.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from vllm import RequestOutput, SamplingParams
@@ -79,11 +78,6 @@ def label_variant_ids(tokenizer: Tokenizer, label: str) -> list[int]:
         raise EngineFailure(str(exc)) from exc
 
 
-def _logsumexp(values: Sequence[float]) -> float:
-    top = max(values)
-    return top + math.log(sum(math.exp(v - top) for v in values))
-
-
 def _engine_dtype(llm: Any, requested: str) -> str:
     """The dtype vLLM settled on (it resolves 'auto' on GPU from the model's config)."""
     config = getattr(llm, "model_config", None)
@@ -99,6 +93,32 @@ def _usage(out: RequestOutput) -> TokenUsage:
         cached_tokens=int(out.num_cached_tokens or 0),
         engine_calls=1,
     )
+
+
+def openai_server_args(settings: Settings, model: str, device: str = "cpu") -> list[str]:
+    """Arguments of ``python -m vllm.entrypoints.openai.api_server`` that build the engine
+    ``VLLMEngine.start`` builds, so a remote engine (``engine.backend=openai``) on that server
+    scores as the in-process one does; ``--enable-prompt-tokens-details`` reports prefix-cache
+    hits in ``usage``. Kept next to ``start`` so the two cannot drift apart."""
+    cfg = settings.engine
+    args = [
+        "--model", model,
+        "--dtype", resolve_dtype(cfg.dtype, device),
+        "--max-model-len", str(cfg.max_model_len),
+        "--max-num-seqs", str(cfg.max_num_seqs),
+        "--seed", str(cfg.seed),
+        "--max-logprobs", str(PROMPT_TOPK),
+        "--enable-prompt-tokens-details",
+    ]  # fmt: skip
+    block = cfg.block_size or (CPU_BLOCK_SIZE if device == "cpu" else None)
+    if block is not None:
+        args += ["--block-size", str(block)]
+    args.append(
+        "--enable-prefix-caching" if cfg.enable_prefix_caching else "--no-enable-prefix-caching"
+    )
+    if cfg.enforce_eager:
+        args.append("--enforce-eager")
+    return args
 
 
 class VLLMEngine:
@@ -131,7 +151,7 @@ class VLLMEngine:
             block_size=cfg.block_size or (CPU_BLOCK_SIZE if device == "cpu" else None),
             max_num_seqs=cfg.max_num_seqs,
             seed=cfg.seed,
-            max_logprobs=20,
+            max_logprobs=PROMPT_TOPK,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             tensor_parallel_size=cfg.tensor_parallel_size,
         )
@@ -188,23 +208,10 @@ class VLLMEngine:
         return pos - neg, read.usage
 
     async def _judge_one(self, call: JudgeCall) -> JudgeResult:
-        if call.reasoning_tokens <= 0:
-            logit, usage = await self._verdict([*call.prompt_ids, *call.verdict_ids])
-            return JudgeResult(logit=logit, usage=usage)
-        gen = (await self.generate([_rationale_call(call)]))[0]
-        rationale = gen.text.rstrip()
-        rationale_ids = encode(self._tokenizer, rationale)
-        # Re-encoding the text (not reusing generated ids) drops EOS and partial stop strings;
-        # the prompt part still hits the prefix cache.
-        ids = [*call.prompt_ids, *rationale_ids, *call.after_rationale_ids]
-        logit, usage = await self._verdict(ids)
-        return JudgeResult(
-            logit=logit,
-            rationale=rationale,
-            rationale_tokens=gen.usage.generated_tokens,
-            rationale_finish=rationale_finish(gen.finish_reason, gen.stop_reason),
-            usage=gen.usage.add(usage),
-        )
+        async def generate(gen: GenerateCall) -> GenerateResult:
+            return await self._generate_one(gen)
+
+        return await judge_one(call, self._tokenizer, self._verdict, generate)
 
     async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
         return list(await asyncio.gather(*(self._judge_one(c) for c in calls)))
@@ -274,7 +281,7 @@ class VLLMEngine:
         # Every variant must be present: a missing variant would bias the logsumexp.
         if len(pos) < len(self._pos_ids) or len(neg) < len(self._neg_ids):
             return None
-        return _logsumexp(pos) - _logsumexp(neg)
+        return logsumexp(pos) - logsumexp(neg)
 
     async def _options_one(self, call: OptionCall) -> OptionResult:
         from vllm import SamplingParams
@@ -295,7 +302,7 @@ class VLLMEngine:
             raise EngineFailure("engine returned no logprobs at the answer slot")
         slot = logprobs[0]
         try:
-            values = [_logsumexp([slot[i].logprob for i in ids]) for ids in call.option_ids]
+            values = [logsumexp([slot[i].logprob for i in ids]) for ids in call.option_ids]
         except KeyError as exc:
             raise EngineFailure(f"token {exc} missing from the engine's logprobs") from exc
         return OptionResult(logprobs=values, usage=_usage(out))
@@ -367,13 +374,3 @@ class VLLMEngine:
             await asyncio.wait_for(done, SHUTDOWN_TIMEOUT_S)
         except TimeoutError:
             logger.error("engine shutdown did not finish in %.0f s; leaving it", SHUTDOWN_TIMEOUT_S)
-
-
-def _rationale_call(call: JudgeCall) -> GenerateCall:
-    return GenerateCall(
-        prompt_ids=call.prompt_ids,
-        max_tokens=call.reasoning_tokens,
-        temperature=call.temperature,
-        seed=call.seed,
-        stop=call.stop,
-    )

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import httpx
 
-from service.evals.client import ProgressFn, ServiceClient, gather_with_progress, sum_usage
+from service.evals.common import ProgressFn, gather_with_progress, open_client, sum_usage
 from service.evals.mcq_data import GoldItem, Skipped, read_items
 from service.protocol import Usage
 from service.protocol_audit import finite_or_none
@@ -83,7 +83,6 @@ async def run_popmcq(
     seed: int = 0,
     calibration_ratio: float = 0.2,
     limit: int | None = None,
-    timeout: float = 900.0,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> dict[str, Any]:
     items, skipped = read_pool(data)
@@ -91,7 +90,7 @@ async def run_popmcq(
         items = items[:limit]
     if len(items) < 2:
         raise ValueError(f"{data}: {len(items)} readable pool rows; need at least 2")
-    body = {
+    body: dict[str, Any] = {
         "items": items,
         "popularity": popularity,
         "methods": list(methods),
@@ -100,8 +99,8 @@ async def run_popmcq(
         "calibration_ratio": calibration_ratio,
     }
     start = time.perf_counter()
-    async with ServiceClient(url, concurrency=1, timeout=timeout, transport=transport) as client:
-        result = await client.post("/v1/mcq/popmcq", body)
+    async with open_client(url, 1, transport) as client:
+        result = (await client.popmcq(**body)).model_dump(mode="json")
     result["skipped_rows"] = [{"row": s.row, "reason": s.reason} for s in skipped]
     result["wall_s"] = time.perf_counter() - start
     result["config"] = {
@@ -201,10 +200,13 @@ async def run_choices_only(
     }
     chunks = [items[i : i + chunk] for i in range(0, len(items), chunk)]
     start = time.perf_counter()
-    async with ServiceClient(url, concurrency=concurrency, transport=transport) as client:
-        answers = await gather_with_progress(
-            [client.post("/v1/mcq/audit", _body(c, options)) for c in chunks], progress
-        )
+    async with open_client(url, concurrency, transport) as client:
+
+        async def one(chunk_items: Sequence[GoldItem]) -> dict[str, Any]:
+            answer = await client.mcq_audit(**_body(chunk_items, options))
+            return answer.model_dump(mode="json")
+
+        answers = await gather_with_progress([one(c) for c in chunks], progress)
     wall = time.perf_counter() - start
     results = [r for a in answers for r in a["items"]]
     summary = audit.summarize([item_run(r) for r in results])

@@ -25,12 +25,13 @@ from statistics import fmean
 from typing import Any, Final
 
 import httpx
+from verifier_client import AsyncClient, VerifierError
 
-from service.evals.client import (
+from service.evals.common import (
     ProgressFn,
-    ServiceCallError,
-    ServiceClient,
     gather_with_progress,
+    is_request_error,
+    open_client,
     sum_usage,
 )
 from service.protocol import ScoreOptions, ScoreResponse, Usage
@@ -83,7 +84,7 @@ def score_options(
 
 
 async def score_item(
-    client: ServiceClient, index: int, item: BestOfNItem, options: dict[str, Any]
+    client: AsyncClient, index: int, item: BestOfNItem, options: dict[str, Any]
 ) -> ScoredItem:
     """Score one question's candidates; a 4xx refusal leaves the item unscored (a wrong pick)."""
     body = {
@@ -92,13 +93,13 @@ async def score_item(
         "responses": [c.solution for c in item.candidates],
     }
     try:
-        raw = await client.post(ENDPOINT, body)
-    except ServiceCallError as exc:
-        if not exc.is_request_error:
+        raw = await client.score(**body)
+    except VerifierError as exc:
+        if not is_request_error(exc):
             raise
         logger.warning("item %d: %s", index, exc)
         return ScoredItem(index=index, item=item, scores=None, error=str(exc))
-    res = ScoreResponse.model_validate(raw)
+    res = ScoreResponse.model_validate(raw.model_dump(mode="json"))
     scores = final_scores(res, len(item.candidates))
     return ScoredItem(index=index, item=item, scores=scores, usage=res.usage, model=res.model)
 
@@ -160,7 +161,7 @@ async def run_bestofn(
     if not items:
         raise ValueError(f"{data}: no items to evaluate (limit={limit})")
     start = time.perf_counter()
-    async with ServiceClient(url, concurrency=concurrency, transport=transport) as client:
+    async with open_client(url, concurrency, transport) as client:
         jobs = [score_item(client, i, item, options) for i, item in enumerate(items)]
         scored = await gather_with_progress(jobs, progress)
     wall_s = time.perf_counter() - start

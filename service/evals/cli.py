@@ -26,16 +26,19 @@ import json
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import httpx
 import typer
 from tqdm import tqdm
 
 from service.config import Settings
-from service.evals import audits, bestofn, mcq, plots, processbench
-from service.evals.client import ProgressFn, ServiceCallError
 from service.protocol import Aggregation, ProcessMode, ScoreMethod
+
+# The harnesses (and the client they talk through) load when an eval command runs, so
+# `verifier serve`, which shares this CLI, never imports the client.
+if TYPE_CHECKING:
+    from service.evals.common import ProgressFn
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +138,8 @@ def _run(
     rows: Callable[[dict[str, Any]], list[tuple[str, str]]],
 ) -> None:
     """Run `job` under a progress bar, write its JSON and print its table; exit 1 on errors."""
+    from verifier_client import VerifierError
+
     with tqdm(desc=desc, unit="item", total=None) as bar:
 
         def progress(done: int, total: int) -> None:
@@ -143,7 +148,7 @@ def _run(
 
         try:
             result = asyncio.run(job(progress))
-        except (ValueError, OSError, ServiceCallError, httpx.HTTPError) as exc:
+        except (ValueError, OSError, VerifierError, httpx.HTTPError) as exc:
             bar.close()
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
@@ -170,6 +175,8 @@ def processbench_cmd(
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
     """ProcessBench first-error F1 via POST /v1/judge/process (METHODS A.7-A.9)."""
+    from service.evals import processbench
+
     path = resolve_data(data, processbench.DEFAULT_FILE)
 
     def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
@@ -208,6 +215,8 @@ def bestofn_cmd(
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
     """Best-of-N selection on GSM8K example solutions via POST /v1/score."""
+    from service.evals import bestofn
+
     path = resolve_data(data, bestofn.DEFAULT_FILE)
 
     def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
@@ -270,6 +279,8 @@ def mcq_cmd(
     """MCQ accuracy, letter selection rates, RStd and cost, raw vs debiased (METHODS B.4-B.7).
 
     Reads ARC jsonl or the mcqa CSV format (question, choices, answer)."""
+    from service.evals import mcq
+
     path = resolve_data(data, mcq.DEFAULT_FILE)
     methods = [m.strip() for m in debias.split(",") if m.strip()]
 
@@ -319,8 +330,13 @@ PlotOpt = Annotated[
 def popmcq_cmd(
     output: OutputOpt,
     data: Annotated[
-        Path, typer.Option("--data", help="Pool jsonl: {id, question, answer, candidates}.")
-    ] = audits.DEFAULT_POOL,
+        Path | None,
+        typer.Option(
+            "--data",
+            help="Pool jsonl: {id, question, answer, candidates}; default: "
+            "the example pool in data/popmcq/.",
+        ),
+    ] = None,
     plot: PlotOpt = None,
     popularity: Annotated[
         str, typer.Option("--popularity", help="model (the service's proxy) or given.")
@@ -336,11 +352,15 @@ def popmcq_cmd(
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
     """PopMCQ stress test (METHODS B): S1-S6 from candidate pools, per debiasing method."""
+    from verifier_client import VerifierError
+
+    from service.evals import audits, plots
+
     try:
         result = asyncio.run(
             audits.run_popmcq(
                 url,
-                data,
+                data or audits.DEFAULT_POOL,
                 popularity=popularity,
                 methods=[m.strip() for m in methods.split(",") if m.strip()],
                 seed=seed,
@@ -348,7 +368,7 @@ def popmcq_cmd(
                 limit=limit,
             )
         )
-    except (ValueError, OSError, ServiceCallError, httpx.HTTPError) as exc:
+    except (ValueError, OSError, VerifierError, httpx.HTTPError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     write_json(output, result)
@@ -406,13 +426,15 @@ def choices_only_cmd(
     tag_strategies: Annotated[
         bool, typer.Option("--tag-strategies", help="Tag choices-only rationales, regress.")
     ] = False,
-    chunk: Annotated[int, typer.Option("--chunk", min=1, help="Items per request.")] = audits.CHUNK,
+    chunk: Annotated[int, typer.Option("--chunk", min=1, help="Items per request.")] = 8,
     concurrency: ConcurrencyOpt = 2,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
     """Choices-only / reasoning audit (METHODS C): full vs choices-only x base vs reason.
 
     Reads ARC jsonl or the mcqa CSV format (question, choices, answer)."""
+    from service.evals import audits, plots
+
     path = resolve_data(data, audits.DEFAULT_ARC)
 
     def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
+from verifier_client import AsyncClient
 
-from service.evals.client import ProgressFn, ServiceClient, gather_with_progress
+from service.evals.common import ProgressFn, gather_with_progress, open_client
 from service.evals.mcq_data import GoldItem, read_items
 from service.scoring import debias
 from service.scoring.prompts import LETTERS
@@ -64,22 +65,22 @@ def summarize(items: Sequence[GoldItem], preds: Sequence[int]) -> dict[str, Any]
     }
 
 
-async def _fit(client: ServiceClient, body: dict[str, Any]) -> dict[str, Any]:
-    return await client.post("/v1/mcq/calibrations", body)
+async def _fit(client: AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+    return (await client.create_calibration(**body)).model_dump(mode="json")
 
 
 async def _answer(
-    client: ServiceClient, items: Sequence[GoldItem], extra: dict[str, Any]
+    client: AsyncClient, items: Sequence[GoldItem], extra: dict[str, Any]
 ) -> dict[str, Any]:
     body = {"items": [{"question": it.question, "options": it.options} for it in items], **extra}
     if extra.get("debias") == "popdebias":
         for entry in body["items"]:
             entry["popularity"] = "model"
-    return await client.post("/v1/mcq/answer/batch", body)
+    return (await client.mcq_answer_batch(**body)).model_dump(mode="json")
 
 
 async def _calibrations(
-    client: ServiceClient, method: str, calib: Sequence[GoldItem], ks: set[int]
+    client: AsyncClient, method: str, calib: Sequence[GoldItem], ks: set[int]
 ) -> tuple[dict[int, str], int, int]:
     """Calibration id per K, and their cost (forward passes, tokens)."""
     ids: dict[int, str] = {}
@@ -108,7 +109,7 @@ async def _calibrations(
 
 
 async def run_method(
-    client: ServiceClient,
+    client: AsyncClient,
     method: str,
     calib: Sequence[GoldItem],
     scored: Sequence[GoldItem],
@@ -164,7 +165,7 @@ async def run_mcq(
     calib, scored = split_calibration(items, calib_ratio, seed)
     start = time.perf_counter()
     results: dict[str, Any] = {}
-    async with ServiceClient(url, concurrency=concurrency, transport=transport) as client:
+    async with open_client(url, concurrency, transport) as client:
         for method in methods:
             results[method] = await run_method(client, method, calib, scored, progress)
     return {

@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
+from verifier_client import AsyncClient, VerifierError
 
-from service.evals.client import (
+from service.evals.common import (
     ProgressFn,
-    ServiceCallError,
-    ServiceClient,
     finite_or_none,
     gather_with_progress,
+    is_request_error,
+    open_client,
     sum_usage,
 )
 from service.protocol import ProcessRequest, ProcessResponse, Usage
@@ -74,18 +75,18 @@ def process_options(
 
 
 async def judge_item(
-    client: ServiceClient, item: ProcessBenchItem, options: dict[str, Any]
+    client: AsyncClient, item: ProcessBenchItem, options: dict[str, Any]
 ) -> ItemResult:
     """Judge one item's given steps; a 4xx refusal becomes a wrong (None) prediction."""
     body = {**options, "question": item.problem, "steps": list(item.steps)}
     try:
-        raw = await client.post(ENDPOINT, body)
-    except ServiceCallError as exc:
-        if not exc.is_request_error:
+        raw = await client.process(**body)
+    except VerifierError as exc:
+        if not is_request_error(exc):
             raise
         logger.warning("%s: %s", item.id, exc)
         return ItemResult(item=item, pred=None, error=str(exc))
-    res = ProcessResponse.model_validate(raw)
+    res = ProcessResponse.model_validate(raw.model_dump(mode="json"))
     return ItemResult(
         item=item,
         pred=res.first_error_step,
@@ -146,7 +147,7 @@ async def run_processbench(
     if not items:
         raise ValueError(f"{data}: no items to evaluate (limit={limit})")
     start = time.perf_counter()
-    async with ServiceClient(url, concurrency=concurrency, transport=transport) as client:
+    async with open_client(url, concurrency, transport) as client:
         jobs = [judge_item(client, item, options) for item in items]
         results = await gather_with_progress(jobs, progress)
     wall_s = time.perf_counter() - start

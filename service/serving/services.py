@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from service.aio import CLOSE_TIMEOUT_S, bounded
 from service.calibrations import CalibrationStore, MemoryCalibrations
+from service.config import RewardSettings
 from service.engine.base import Engine
 from service.errors import InvalidRequest, ServiceError
 from service.protocol import (
@@ -27,6 +28,7 @@ from service.protocol import (
 )
 from service.protocol_audit import AuditRequest, PopMCQRequest
 from service.protocol_mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
+from service.protocol_reward import RewardRequest
 from service.queue.base import Job, JobOutcome
 from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
@@ -35,6 +37,7 @@ from service.serving.mcq import MCQServing
 from service.serving.outcome import OutcomeServing
 from service.serving.popmcq import PopMCQServing
 from service.serving.process import ProcessServing, SplitServing
+from service.serving.reward import RewardServing
 from service.serving.score import ScoreServing
 from service.telemetry import Metrics
 
@@ -51,6 +54,7 @@ class Services:
     mcq: MCQServing
     audit: AuditServing
     popmcq: PopMCQServing
+    reward: RewardServing
     judgments: JudgmentStore | None = None
 
     @classmethod
@@ -60,6 +64,7 @@ class Services:
         model_name: str,
         judgments: JudgmentStore | None = None,
         calibrations: CalibrationStore | None = None,
+        reward: RewardSettings | None = None,
     ) -> Services:
         """Serving objects over ``engine``; with a store, judgments go through the cache."""
         if judgments is not None:
@@ -69,6 +74,7 @@ class Services:
         process = ProcessServing(engine, split, model_name)
         score = ScoreServing(outcome, process, model_name)
         mcq = MCQServing(engine, model_name, calibrations or MemoryCalibrations())
+        rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings())
         return cls(
             engine=engine,
             audit=AuditServing(engine, model_name),
@@ -78,6 +84,7 @@ class Services:
             process=process,
             score=score,
             mcq=mcq,
+            reward=rewards,
             judgments=judgments,
         )
 
@@ -102,6 +109,7 @@ ROUTES: dict[str, Route] = {
     "mcq_calibrate": (CalibrationRequest, lambda s, r: s.mcq.calibrate(r)),
     "mcq_audit": (AuditRequest, lambda s, r: s.audit.run(r)),
     "mcq_popmcq": (PopMCQRequest, lambda s, r: s.popmcq.run(r)),
+    "reward": (RewardRequest, lambda s, r: s.reward.reward(r)),
 }
 
 

@@ -18,17 +18,7 @@ from typer.testing import CliRunner
 
 from service.evals import bestofn, processbench
 from service.evals.cli import eval_app, fmt, format_table, resolve_data
-from service.evals.client import (
-    RETRY_CAP_S,
-    ServiceCallError,
-    ServiceClient,
-    backoff_delay,
-    finite_or_none,
-    gather_with_progress,
-    is_retryable,
-    parse_error,
-    sum_usage,
-)
+from service.evals.common import finite_or_none, gather_with_progress, open_client, sum_usage
 from service.protocol import Usage
 from service.scoring.bestofn import BestOfNItem, Candidate
 from service.scoring.metrics_eval import ProcessBenchItem, processbench_metric
@@ -55,7 +45,7 @@ def usage(
     }
 
 
-# --- client ----------------------------------------------------------------------------------
+# --- shared helpers ------------------------------------------------------------------------
 
 
 def test_sum_usage_adds_every_field() -> None:
@@ -69,94 +59,6 @@ def test_finite_or_none() -> None:
     assert finite_or_none(math.nan) is None
 
 
-@pytest.mark.parametrize(
-    ("status", "error_type", "retry"),
-    [
-        (503, "not_ready", True),
-        (429, "overloaded", True),
-        (503, "queue_unavailable", False),
-        (422, "invalid_request", False),
-        (500, "internal_error", False),
-    ],
-)
-def test_only_not_ready_and_overloaded_are_retried(
-    status: int, error_type: str, retry: bool
-) -> None:
-    assert is_retryable(status, error_type) is retry
-
-
-def test_backoff_doubles_and_honours_retry_after_within_the_cap() -> None:
-    assert [backoff_delay(a, 0.25) for a in range(3)] == [0.25, 0.5, 1.0]
-    assert backoff_delay(10, 0.25) == RETRY_CAP_S
-    assert backoff_delay(0, 0.25, "2") == 2.0
-    assert backoff_delay(0, 0.25, "3600") == RETRY_CAP_S
-    assert backoff_delay(1, 0.25, "soon") == 0.5
-
-
-def test_parse_error_reads_the_service_shape_or_falls_back_to_text() -> None:
-    exc = parse_error(error(422, "invalid_request", "steps: must not be empty"))
-    assert (exc.status, exc.error_type, exc.message) == (
-        422,
-        "invalid_request",
-        "steps: must not be empty",
-    )
-    assert exc.is_request_error
-    raw = parse_error(httpx.Response(502, text="bad gateway"))
-    assert (raw.error_type, raw.message, raw.is_request_error) == ("unknown", "bad gateway", False)
-    assert not parse_error(error(429, "overloaded")).is_request_error
-
-
-def scripted(responses: list[httpx.Response], seen: list[httpx.Request]) -> httpx.MockTransport:
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return responses.pop(0)
-
-    return httpx.MockTransport(handler)
-
-
-async def test_client_retries_not_ready_and_overloaded_then_succeeds() -> None:
-    seen: list[httpx.Request] = []
-    transport = scripted(
-        [
-            error(503, "not_ready"),
-            error(429, "overloaded", **{"Retry-After": "0"}),
-            httpx.Response(200, json={"ok": True}),
-        ],
-        seen,
-    )
-    async with ServiceClient("http://svc/", backoff_s=0.0, transport=transport) as client:
-        assert await client.post("/v1/x", {"a": 1}) == {"ok": True}
-    assert len(seen) == 3
-    assert all(str(r.url) == "http://svc/v1/x" for r in seen)
-    assert json.loads(seen[0].content) == {"a": 1}
-
-
-@pytest.mark.parametrize(
-    "response",
-    [error(422, "invalid_request", "bad field"), error(503, "queue_unavailable", "no redis")],
-)
-async def test_client_raises_other_errors_at_once_with_the_message(
-    response: httpx.Response,
-) -> None:
-    seen: list[httpx.Request] = []
-    async with ServiceClient("http://svc", transport=scripted([response], seen)) as client:
-        with pytest.raises(ServiceCallError) as info:
-            await client.post("/v1/x", {})
-    assert len(seen) == 1
-    assert info.value.message in ("bad field", "no redis")
-    assert info.value.message in str(info.value)
-
-
-async def test_client_gives_up_after_max_retries() -> None:
-    seen: list[httpx.Request] = []
-    transport = scripted([error(503, "not_ready")] * 3, seen)
-    client = ServiceClient("http://svc", max_retries=2, backoff_s=0.0, transport=transport)
-    async with client:
-        with pytest.raises(ServiceCallError, match="not_ready"):
-            await client.post("/v1/x", {})
-    assert len(seen) == 3
-
-
 async def test_client_bounds_concurrency() -> None:
     in_flight = 0
     peak = 0
@@ -167,11 +69,11 @@ async def test_client_bounds_concurrency() -> None:
         peak = max(peak, in_flight)
         await asyncio.sleep(0.01)
         in_flight -= 1
-        return httpx.Response(200, json={})
+        return httpx.Response(200, json={"data": []})
 
     transport = httpx.MockTransport(handler)
-    async with ServiceClient("http://svc", concurrency=3, transport=transport) as client:
-        await asyncio.gather(*(client.post("/v1/x", {}) for _ in range(10)))
+    async with open_client("http://svc", 3, transport) as client:
+        await asyncio.gather(*(client.list_calibrations() for _ in range(10)))
     assert peak == 3
 
 

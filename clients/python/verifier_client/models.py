@@ -1,0 +1,1144 @@
+"""Wire models of verifier-service, generated from its /openapi.json.
+
+Do not edit: run `scripts/gen_client_models.py` (a test fails when these drift from the server).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+from typing_extensions import TypeAliasType
+
+
+class Artifact(BaseModel):
+    id: Annotated[str, Field(title="Id")]
+    position: Annotated[int, Field(title="Position")]
+    prob: Annotated[float, Field(title="Prob")]
+
+
+class AuditConditionResult(BaseModel):
+    answer_index: Annotated[int, Field(title="Answer Index")]
+    """
+    Read from the letter logprobs at the answer slot.
+    """
+    answer_letter: Annotated[str, Field(title="Answer Letter")]
+    correct: Annotated[bool, Field(title="Correct")]
+    idk: Annotated[bool, Field(title="Idk")] = False
+    parse_ok: Annotated[bool | None, Field(title="Parse Ok")] = None
+    parsed_index: Annotated[int | None, Field(title="Parsed Index")] = None
+    """
+    reason: the 'ANSWER: X' letter; null on a parse failure.
+    """
+    probs: Annotated[list[float], Field(title="Probs")]
+    rationale: Annotated[str | None, Field(title="Rationale")] = None
+
+
+class AuditItem(BaseModel):
+    answer_index: Annotated[int, Field(ge=0, title="Answer Index")]
+    id: Annotated[str, Field(max_length=200, title="Id")] = ""
+    options: Annotated[list[str], Field(max_length=10, min_length=2, title="Options")]
+    question: Annotated[str, Field(title="Question")]
+
+
+MaxEvalTokens1 = TypeAliasType(
+    "MaxEvalTokens1", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+class AuditRequest(BaseModel):
+    """
+    POST /v1/mcq/audit: every item under full vs choices-only x base vs reason.
+    """
+
+    artifact_threshold: Annotated[float, Field(gt=0.0, le=1.0, title="Artifact Threshold")] = 0.8
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    conditions: Annotated[
+        list[Literal["full_base", "full_reason", "choices_only_base", "choices_only_reason"]],
+        Field(min_length=1, title="Conditions"),
+    ] = ["full_base", "full_reason", "choices_only_base", "choices_only_reason"]
+    evidence_tokens: Annotated[int, Field(ge=1, le=256, title="Evidence Tokens")] = 24
+    idk: Annotated[bool, Field(title="Idk")] = False
+    """
+    Append an 'I don't know' option (choosing it counts as wrong); items with 10 options are refused.
+    """
+    items: Annotated[list[AuditItem], Field(min_length=1, title="Items")]
+    max_eval_tokens: Annotated[MaxEvalTokens1 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    perturbations: Annotated[bool, Field(title="Perturbations")] = False
+    """
+    Also answer (base conditions) with an injected duplicate, nonsense or false option, and report how often the answer changes.
+    """
+    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
+    """
+    Rationale budget of the reason conditions.
+    """
+    return_rationales: Annotated[bool, Field(title="Return Rationales")] = True
+    seed: Annotated[int | None, Field(title="Seed")] = None
+    """
+    Sampling seed (temperature > 0).
+    """
+    tag_strategies: Annotated[bool, Field(title="Tag Strategies")] = False
+    """
+    Tag the choices_only_reason rationales with the six strategy labels and regress correctness on them.
+    """
+    temperature: Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")] = 0.0
+
+
+class BudgetInfo(BaseModel):
+    """
+    What the planner decided; present when the request set max_eval_tokens.
+    """
+
+    degraded: Annotated[bool, Field(title="Degraded")] = False
+    estimate: Annotated[int, Field(title="Estimate")]
+    max_eval_tokens: Annotated[int, Field(title="Max Eval Tokens")]
+    note: Annotated[str | None, Field(title="Note")] = None
+
+
+class CalibrationCost(BaseModel):
+    forward_passes: Annotated[int, Field(title="Forward Passes")]
+    tokens: Annotated[int, Field(title="Tokens")]
+
+
+K3 = TypeAliasType("K3", Annotated[int, Field(ge=2, le=10, title="K")])
+"""
+contextual without items: the number of options.
+"""
+
+
+MaxEvalTokens4 = TypeAliasType(
+    "MaxEvalTokens4", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+class ConditionSummary(BaseModel):
+    accuracy: Annotated[float | None, Field(title="Accuracy")]
+    accuracy_parsed: Annotated[float | None, Field(title="Accuracy Parsed")] = None
+    chance: Annotated[float | None, Field(title="Chance")]
+    disagreement_rate: Annotated[float | None, Field(title="Disagreement Rate")] = None
+    idk_rate: Annotated[float | None, Field(title="Idk Rate")]
+    mean_prob_gold: Annotated[float | None, Field(title="Mean Prob Gold")]
+    n: Annotated[int, Field(title="N")]
+    parse_failure_rate: Annotated[float | None, Field(title="Parse Failure Rate")] = None
+
+
+class DebiasInfo(BaseModel):
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    method: Annotated[Literal["none", "popdebias", "pride", "contextual"], Field(title="Method")]
+    params: Annotated[dict[str, Any] | None, Field(title="Params")] = None
+    """
+    What was applied.
+    """
+
+
+class ErrorDetail(BaseModel):
+    message: Annotated[str, Field(title="Message")]
+    type: Annotated[str, Field(title="Type")]
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class MCQAnswer(BaseModel):
+    answer_index: Annotated[int, Field(title="Answer Index")]
+    answer_letter: Annotated[str, Field(title="Answer Letter")]
+    debias: DebiasInfo
+    popularity: Annotated[list[float] | None, Field(title="Popularity")] = None
+    """
+    The popularity used.
+    """
+    probs: Annotated[list[float], Field(title="Probs")]
+    """
+    After debiasing (= probs_raw for 'none').
+    """
+    probs_raw: Annotated[list[float], Field(title="Probs Raw")]
+    """
+    Softmax over the K option letters.
+    """
+
+
+MaxEvalTokens6 = TypeAliasType(
+    "MaxEvalTokens6", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+class MCQAnswerRequest(BaseModel):
+    """
+    POST /v1/mcq/answer.
+    """
+
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    A calibration of this tenant (POST /v1/mcq/calibrations).
+    """
+    debias: Annotated[
+        Literal["none", "popdebias", "pride", "contextual"], Field(title="Debias")
+    ] = "none"
+    """
+    popdebias: remove a popularity prior (needs popularity and a calibration or popdebias_lambda); pride: remove an option-letter prior (needs a calibration); contextual: divide by the letter probabilities on content-free inputs.
+    """
+    max_eval_tokens: Annotated[MaxEvalTokens6 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    options: Annotated[list[str], Field(max_length=10, min_length=2, title="Options")]
+    """
+    Option texts, A, B, ...
+    """
+    phi: Annotated[Literal["pop", "log"], Field(title="Phi")] = "pop"
+    """
+    PopDebias phi(pop): pop or log(pop).
+    """
+    popdebias_lambda: Annotated[float | None, Field(title="Popdebias Lambda")] = None
+    """
+    PopDebias lambda to use without a calibration.
+    """
+    popularity: Annotated[list[float] | Literal["model"] | None, Field(title="Popularity")] = None
+    """
+    One value in [0, 1] per option, used as given; or 'model': the model's question-free mean log-probability of each option text, min-max normalised per question (all equal: 0.5 each). The PopMCQ paper used normalised Wikipedia page views; 'model' is a proxy the service can compute itself, not that signal.
+    """
+    question: Annotated[str, Field(title="Question")]
+
+
+MaxEvalTokens8 = TypeAliasType(
+    "MaxEvalTokens8", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+class MCQItem(BaseModel):
+    """
+    One multiple-choice question with 2-10 options.
+    """
+
+    options: Annotated[list[str], Field(max_length=10, min_length=2, title="Options")]
+    """
+    Option texts, A, B, ...
+    """
+    popularity: Annotated[list[float] | Literal["model"] | None, Field(title="Popularity")] = None
+    """
+    One value in [0, 1] per option, used as given; or 'model': the model's question-free mean log-probability of each option text, min-max normalised per question (all equal: 0.5 each). The PopMCQ paper used normalised Wikipedia page views; 'model' is a proxy the service can compute itself, not that signal.
+    """
+    question: Annotated[str, Field(title="Question")]
+
+
+Object = TypeAliasType("Object", Annotated[Literal["model"], Field(title="Object")])
+
+
+class ModelCard(BaseModel):
+    device: Annotated[str | None, Field(title="Device")] = None
+    """
+    cpu or cuda, once the engine runs.
+    """
+    dtype: Annotated[str | None, Field(title="Dtype")] = None
+    """
+    The engine's dtype (what `dtype=auto` resolved to).
+    """
+    id: Annotated[str, Field(title="Id")]
+    max_model_len: Annotated[int, Field(title="Max Model Len")]
+    object: Annotated[Literal["model"], Field(title="Object")] = "model"
+    owned_by: Annotated[str, Field(title="Owned By")] = "verifier-service"
+    root: Annotated[str, Field(title="Root")]
+
+
+Object1 = TypeAliasType("Object1", Annotated[Literal["list"], Field(title="Object")])
+
+
+class ModelList(BaseModel):
+    data: Annotated[list[ModelCard], Field(title="Data")]
+    object: Annotated[Literal["list"], Field(title="Object")] = "list"
+
+
+MaxEvalTokens10 = TypeAliasType(
+    "MaxEvalTokens10", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+Temperature2 = TypeAliasType(
+    "Temperature2", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+"""
+
+
+class OutcomeRequest(BaseModel):
+    """
+    POST /v1/judge/outcome.
+    """
+
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    cache: Annotated[bool, Field(title="Cache")] = True
+    """
+    Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
+    """
+    max_eval_tokens: Annotated[MaxEvalTokens10 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
+    """
+    direct: read the verdict at once; reasoning: write a rationale first.
+    """
+    question: Annotated[str, Field(title="Question")]
+    """
+    The problem the response answers.
+    """
+    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
+    """
+    Rationale budget per judgment (reasoning mode).
+    """
+    response: Annotated[str, Field(title="Response")]
+    """
+    The candidate answer under judgment.
+    """
+    return_rationale: Annotated[bool, Field(title="Return Rationale")] = False
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Sampled rationales per judgment; scores are averaged.
+    """
+    seed: Annotated[int | None, Field(title="Seed")] = None
+    """
+    Base seed; sample i uses seed + i.
+    """
+    temperature: Annotated[Temperature2 | None, Field(title="Temperature")] = None
+    """
+    Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+    """
+
+
+class PerturbationResult(BaseModel):
+    answer_index: Annotated[int, Field(title="Answer Index")]
+    """
+    Chosen option as its original index (a duplicate counts as the option it copies); -1: an injected new text.
+    """
+    changed: Annotated[bool, Field(title="Changed")]
+    chose_injected: Annotated[bool, Field(title="Chose Injected")]
+    inserted_at: Annotated[int, Field(title="Inserted At")]
+
+
+class PerturbationSummary(BaseModel):
+    answer_change_rate: Annotated[float | None, Field(title="Answer Change Rate")]
+    injected_chosen_rate: Annotated[float | None, Field(title="Injected Chosen Rate")]
+    n: Annotated[int, Field(title="N")]
+
+
+Popularity5 = TypeAliasType(
+    "Popularity5", Annotated[float, Field(ge=0.0, le=1.0, title="Popularity")]
+)
+
+
+class PoolOption(BaseModel):
+    popularity: Annotated[Popularity5 | None, Field(title="Popularity")] = None
+    text: Annotated[str, Field(title="Text")]
+
+
+class PopMCQBuiltItem(BaseModel):
+    answer_index: Annotated[int, Field(title="Answer Index")]
+    chosen: Annotated[dict[str, int], Field(title="Chosen")]
+    """
+    Chosen option per debiasing method.
+    """
+    item_id: Annotated[str, Field(title="Item Id")]
+    options: Annotated[list[str], Field(title="Options")]
+    popularity: Annotated[list[float], Field(title="Popularity")]
+    strategy: Annotated[Literal["S1", "S2", "S3", "S4", "S5", "S6"], Field(title="Strategy")]
+
+
+class PopMCQCell(BaseModel):
+    accuracy: Annotated[float | None, Field(title="Accuracy")]
+    confidence: Annotated[float | None, Field(title="Confidence")]
+    hpsr: Annotated[float | None, Field(title="Hpsr")]
+    n: Annotated[int, Field(title="N")]
+    overconfidence: Annotated[dict[str, float | None], Field(title="Overconfidence")]
+    pop_gap: Annotated[float | None, Field(title="Pop Gap")]
+    rho: Annotated[float | None, Field(title="Rho")]
+    rho_relative: Annotated[float | None, Field(title="Rho Relative")]
+
+
+MaxEvalTokens12 = TypeAliasType(
+    "MaxEvalTokens12", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+MaxEvalTokens14 = TypeAliasType(
+    "MaxEvalTokens14", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+Temperature4 = TypeAliasType(
+    "Temperature4", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+"""
+
+
+class ProcessRequest(BaseModel):
+    """
+    POST /v1/judge/process. Give `steps` (used as given) or `response` (split).
+    """
+
+    aggregation: Annotated[
+        Literal["min", "mean", "mean_logit", "last", "prod"], Field(title="Aggregation")
+    ] = "mean_logit"
+    """
+    mean_logit = sigmoid(mean step logit), the default.
+    """
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    cache: Annotated[bool, Field(title="Cache")] = True
+    """
+    Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
+    """
+    early_stop: Annotated[bool, Field(title="Early Stop")] = False
+    """
+    Judge steps in order and stop at the first below threshold.
+    """
+    max_eval_tokens: Annotated[MaxEvalTokens14 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    max_steps: Annotated[int, Field(ge=1, title="Max Steps")] = 64
+    mode: Annotated[Literal["direct", "reasoning", "single_pass"], Field(title="Mode")] = "direct"
+    """
+    direct/reasoning: one judgment per step (step k sees steps 1..k-1 as context); single_pass: one prefill with a verdict slot after every step.
+    """
+    question: Annotated[str, Field(title="Question")]
+    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
+    """
+    Rationale budget per judgment (reasoning mode).
+    """
+    response: Annotated[str | None, Field(title="Response")] = None
+    return_rationale: Annotated[bool, Field(title="Return Rationale")] = False
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Sampled rationales per judgment; scores are averaged.
+    """
+    seed: Annotated[int | None, Field(title="Seed")] = None
+    """
+    Base seed; sample i uses seed + i.
+    """
+    split: Annotated[Literal["heuristic", "model", "auto"], Field(title="Split")] = "heuristic"
+    """
+    How `response` is split.
+    """
+    steps: Annotated[list[str] | None, Field(title="Steps")] = None
+    temperature: Annotated[Temperature4 | None, Field(title="Temperature")] = None
+    """
+    Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+    """
+    threshold: Annotated[float, Field(gt=0.0, lt=1.0, title="Threshold")] = 0.5
+    """
+    First-error threshold.
+    """
+
+
+class Readiness(BaseModel):
+    detail: Annotated[str | None, Field(title="Detail")] = None
+    model: Annotated[str, Field(title="Model")]
+    status: Annotated[Literal["ready", "starting", "failed"], Field(title="Status")]
+
+
+class ReasoningEffect(BaseModel):
+    delta: Annotated[float | None, Field(title="Delta")]
+    """
+    Acc(reason) - Acc(base) on the same items.
+    """
+    n: Annotated[int, Field(title="N")]
+    only_base_right: Annotated[int, Field(title="Only Base Right")]
+    only_reason_right: Annotated[int, Field(title="Only Reason Right")]
+    p_value: Annotated[float | None, Field(title="P Value")]
+    """
+    Exact McNemar (two-sided).
+    """
+    retention: Annotated[float | None, Field(title="Retention")]
+    """
+    Share of items where base letter = reason letter.
+    """
+    significant: Annotated[bool, Field(title="Significant")]
+
+
+class Regression(BaseModel):
+    coefficients: Annotated[dict[str, dict[str, float | None]], Field(title="Coefficients")]
+    converged: Annotated[bool | None, Field(title="Converged")] = None
+    dropped: Annotated[list[str], Field(title="Dropped")]
+    error: Annotated[str | None, Field(title="Error")] = None
+    n: Annotated[int, Field(title="N")]
+    warnings: Annotated[list[str] | None, Field(title="Warnings")] = None
+
+
+class RerankDocument(BaseModel):
+    text: Annotated[str, Field(title="Text")]
+
+
+class RerankMeta(BaseModel):
+    billed_units: Annotated[dict[str, int], Field(title="Billed Units")]
+
+
+MaxEvalTokens16 = TypeAliasType(
+    "MaxEvalTokens16", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+Temperature6 = TypeAliasType(
+    "Temperature6", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+"""
+
+
+class RerankRequest(BaseModel):
+    """
+    Cohere/Jina rerank shape plus verifier options (`query` is the question).
+    """
+
+    aggregation: Annotated[
+        Literal["min", "mean", "mean_logit", "last", "prod"], Field(title="Aggregation")
+    ] = "mean_logit"
+    """
+    mean_logit = sigmoid(mean step logit), the default.
+    """
+    alpha: Annotated[float, Field(ge=0.0, le=1.0, title="Alpha")] = 0.5
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    cache: Annotated[bool, Field(title="Cache")] = True
+    """
+    Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
+    """
+    documents: Annotated[list[str | RerankDocument], Field(min_length=1, title="Documents")]
+    max_eval_tokens: Annotated[MaxEvalTokens16 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    max_steps: Annotated[int, Field(ge=1, title="Max Steps")] = 64
+    method: Annotated[Literal["outcome", "process", "fused"], Field(title="Method")] = "fused"
+    """
+    final = alpha*outcome + (1-alpha)*process
+    """
+    mode: Annotated[Literal["direct", "reasoning", "single_pass"], Field(title="Mode")] = "direct"
+    """
+    Judging mode; with single_pass the outcome part runs direct.
+    """
+    model: Annotated[str | None, Field(title="Model")] = None
+    query: Annotated[str, Field(title="Query")]
+    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
+    """
+    Rationale budget per judgment (reasoning mode).
+    """
+    return_documents: Annotated[bool, Field(title="Return Documents")] = False
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Sampled rationales per judgment; scores are averaged.
+    """
+    seed: Annotated[int | None, Field(title="Seed")] = None
+    """
+    Base seed; sample i uses seed + i.
+    """
+    split: Annotated[Literal["heuristic", "model", "auto"], Field(title="Split")] = "heuristic"
+    """
+    How `response` is split.
+    """
+    temperature: Annotated[Temperature6 | None, Field(title="Temperature")] = None
+    """
+    Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+    """
+    threshold: Annotated[float, Field(gt=0.0, lt=1.0, title="Threshold")] = 0.5
+    """
+    First-error threshold.
+    """
+    top_n: Annotated[int | None, Field(title="Top N")] = None
+
+
+class RerankResult(BaseModel):
+    document: RerankDocument | None = None
+    index: Annotated[int, Field(title="Index")]
+    relevance_score: Annotated[float, Field(title="Relevance Score")]
+
+
+ReasoningTokens5 = TypeAliasType(
+    "ReasoningTokens5", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+)
+"""
+Default VERIFIER_REWARD__REASONING_TOKENS.
+"""
+
+
+class RewardRequest(BaseModel):
+    """
+    POST /get_reward. The last four fields are this service's; unset, the settings apply.
+    """
+
+    cache: Annotated[bool, Field(title="Cache")] = True
+    labels: Annotated[list[Any] | None, Field(title="Labels")] = None
+    """
+    Accepted and not used (the judge needs no reference).
+    """
+    mode: Annotated[Literal["direct", "reasoning"] | None, Field(title="Mode")] = None
+    """
+    Default VERIFIER_REWARD__MODE.
+    """
+    prompts: Annotated[list[str] | None, Field(title="Prompts")] = None
+    """
+    The prompts, when sent: a query that starts with its prompt is cut there.
+    """
+    query: Annotated[list[str] | None, Field(title="Query")] = None
+    """
+    Prompt + response, decoded.
+    """
+    reasoning_tokens: Annotated[ReasoningTokens5 | None, Field(title="Reasoning Tokens")] = None
+    """
+    Default VERIFIER_REWARD__REASONING_TOKENS.
+    """
+    separator: Annotated[str | None, Field(title="Separator")] = None
+    """
+    Where the response starts (last occurrence); default VERIFIER_REWARD__SEPARATOR, else the chat template's assistant marker.
+    """
+
+
+class SampleJudgment(BaseModel):
+    logit: Annotated[float, Field(title="Logit")]
+    rationale: Annotated[str | None, Field(title="Rationale")] = None
+    rationale_finish: Annotated[str | None, Field(title="Rationale Finish")] = None
+    """
+    'verdict' (wrote the marker), 'eos' (ended early) or 'length' (budget ran out).
+    """
+    rationale_tokens: Annotated[int, Field(title="Rationale Tokens")] = 0
+    score: Annotated[float, Field(title="Score")]
+
+
+MaxEvalTokens18 = TypeAliasType(
+    "MaxEvalTokens18", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+Temperature8 = TypeAliasType(
+    "Temperature8", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+"""
+
+
+class ScoreRequest(BaseModel):
+    """
+    POST /v1/score: many responses to one question.
+    """
+
+    aggregation: Annotated[
+        Literal["min", "mean", "mean_logit", "last", "prod"], Field(title="Aggregation")
+    ] = "mean_logit"
+    """
+    mean_logit = sigmoid(mean step logit), the default.
+    """
+    alpha: Annotated[float, Field(ge=0.0, le=1.0, title="Alpha")] = 0.5
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    cache: Annotated[bool, Field(title="Cache")] = True
+    """
+    Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
+    """
+    max_eval_tokens: Annotated[MaxEvalTokens18 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    max_steps: Annotated[int, Field(ge=1, title="Max Steps")] = 64
+    method: Annotated[Literal["outcome", "process", "fused"], Field(title="Method")] = "fused"
+    """
+    final = alpha*outcome + (1-alpha)*process
+    """
+    mode: Annotated[Literal["direct", "reasoning", "single_pass"], Field(title="Mode")] = "direct"
+    """
+    Judging mode; with single_pass the outcome part runs direct.
+    """
+    question: Annotated[str, Field(title="Question")]
+    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
+    """
+    Rationale budget per judgment (reasoning mode).
+    """
+    responses: Annotated[list[str], Field(min_length=1, title="Responses")]
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Sampled rationales per judgment; scores are averaged.
+    """
+    seed: Annotated[int | None, Field(title="Seed")] = None
+    """
+    Base seed; sample i uses seed + i.
+    """
+    split: Annotated[Literal["heuristic", "model", "auto"], Field(title="Split")] = "heuristic"
+    """
+    How `response` is split.
+    """
+    temperature: Annotated[Temperature8 | None, Field(title="Temperature")] = None
+    """
+    Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+    """
+    threshold: Annotated[float, Field(gt=0.0, lt=1.0, title="Threshold")] = 0.5
+    """
+    First-error threshold.
+    """
+
+
+class ScoreResult(BaseModel):
+    final: Annotated[float, Field(title="Final")]
+    first_error_step: Annotated[int | None, Field(title="First Error Step")] = None
+    index: Annotated[int, Field(title="Index")]
+    n_steps: Annotated[int | None, Field(title="N Steps")] = None
+    outcome: Annotated[float | None, Field(title="Outcome")] = None
+    process: Annotated[float | None, Field(title="Process")] = None
+
+
+class SplitInfo(BaseModel):
+    fallback_reason: Annotated[str | None, Field(title="Fallback Reason")] = None
+    method_used: Annotated[Literal["heuristic", "model", "given"], Field(title="Method Used")]
+
+
+MaxEvalTokens20 = TypeAliasType(
+    "MaxEvalTokens20", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+class SplitRequest(BaseModel):
+    """
+    POST /v1/split.
+    """
+
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    max_eval_tokens: Annotated[MaxEvalTokens20 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    max_steps: Annotated[int, Field(ge=1, title="Max Steps")] = 64
+    """
+    Above it, adjacent short steps merge.
+    """
+    method: Annotated[Literal["heuristic", "model", "auto"], Field(title="Method")] = "heuristic"
+    """
+    heuristic: blank lines and numbered steps; model: the model marks steps with [SPLIT] (checked against the original, else heuristic); auto: model only when the heuristic finds no structure.
+    """
+    response: Annotated[str, Field(title="Response")]
+
+
+class StrategyTag(BaseModel):
+    evidence: Annotated[str | None, Field(title="Evidence")] = None
+    prob: Annotated[float, Field(title="Prob")]
+    value: Annotated[bool, Field(title="Value")]
+
+
+class TaggingSummary(BaseModel):
+    label_rates: Annotated[dict[str, float | None], Field(title="Label Rates")]
+    n: Annotated[int, Field(title="N")]
+    note: Annotated[str, Field(title="Note")]
+    regression: Regression
+
+
+class Usage(BaseModel):
+    cached_judgments: Annotated[int, Field(title="Cached Judgments")] = 0
+    """
+    Judgments answered from the judgment cache (no tokens spent).
+    """
+    cached_tokens: Annotated[int, Field(title="Cached Tokens")] = 0
+    engine_calls: Annotated[int, Field(title="Engine Calls")] = 0
+    generated_tokens: Annotated[int, Field(title="Generated Tokens")] = 0
+    prompt_tokens: Annotated[int, Field(title="Prompt Tokens")] = 0
+    total_tokens: Annotated[int, Field(title="Total Tokens")] = 0
+
+
+class ValidationError(BaseModel):
+    ctx: Annotated[dict[str, Any] | None, Field(title="Context")] = None
+    input: Annotated[Any | None, Field(title="Input")] = None
+    loc: Annotated[list[str | int], Field(title="Location")]
+    msg: Annotated[str, Field(title="Message")]
+    type: Annotated[str, Field(title="Error Type")]
+
+
+class AuditItemResult(BaseModel):
+    answer_index: Annotated[int, Field(title="Answer Index")]
+    conditions: Annotated[dict[str, AuditConditionResult], Field(title="Conditions")]
+    id: Annotated[str, Field(title="Id")]
+    k: Annotated[int, Field(title="K")]
+    perturbations: Annotated[
+        dict[str, dict[str, PerturbationResult]] | None, Field(title="Perturbations")
+    ] = None
+    tags: Annotated[dict[str, StrategyTag] | None, Field(title="Tags")] = None
+
+
+class AuditSummary(BaseModel):
+    artifact_threshold: Annotated[float, Field(title="Artifact Threshold")]
+    artifacts: Annotated[list[Artifact], Field(title="Artifacts")]
+    conditions: Annotated[dict[str, ConditionSummary], Field(title="Conditions")]
+    n_items: Annotated[int, Field(title="N Items")]
+    perturbations: Annotated[
+        dict[str, dict[str, PerturbationSummary]], Field(title="Perturbations")
+    ]
+    reasoning_effect: Annotated[dict[str, ReasoningEffect], Field(title="Reasoning Effect")]
+    tagging: TaggingSummary | None = None
+
+
+class Calibration(BaseModel):
+    """
+    A fitted debiasing method, stored per tenant.
+    """
+
+    cost: CalibrationCost
+    created_at: Annotated[float, Field(title="Created At")]
+    id: Annotated[str, Field(title="Id")]
+    items: Annotated[int, Field(title="Items")]
+    k: Annotated[int | None, Field(title="K")]
+    """
+    The option count it applies to (None: any).
+    """
+    method: Annotated[
+        Literal["popdebias", "popdebias_binned", "pride", "contextual"],
+        Field(title="Method"),
+    ]
+    model: Annotated[str, Field(title="Model")]
+    name: Annotated[str, Field(title="Name")] = ""
+    params: Annotated[dict[str, Any], Field(title="Params")]
+
+
+class CalibrationList(BaseModel):
+    data: Annotated[list[Calibration], Field(title="Data")]
+
+
+class CalibrationRequest(BaseModel):
+    """
+    POST /v1/mcq/calibrations: fit a debiasing method on unlabelled items.
+    """
+
+    bin_edges: Annotated[list[float], Field(title="Bin Edges")] = [0.3, 0.7]
+    """
+    popdebias_binned: upper edges of the popularity bins.
+    """
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    items: Annotated[list[MCQItem] | None, Field(title="Items")] = None
+    """
+    Calibration items (no labels). contextual needs none if k is given.
+    """
+    k: Annotated[K3 | None, Field(title="K")] = None
+    """
+    contextual without items: the number of options.
+    """
+    max_eval_tokens: Annotated[MaxEvalTokens4 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    method: Annotated[
+        Literal["popdebias", "popdebias_binned", "pride", "contextual"],
+        Field(title="Method"),
+    ]
+    name: Annotated[str, Field(max_length=200, title="Name")] = ""
+    phi: Annotated[Literal["pop", "log"], Field(title="Phi")] = "pop"
+
+
+class CalibrationResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    cost: CalibrationCost
+    created_at: Annotated[float, Field(title="Created At")]
+    id: Annotated[str, Field(title="Id")]
+    items: Annotated[int, Field(title="Items")]
+    k: Annotated[int | None, Field(title="K")]
+    """
+    The option count it applies to (None: any).
+    """
+    method: Annotated[
+        Literal["popdebias", "popdebias_binned", "pride", "contextual"],
+        Field(title="Method"),
+    ]
+    model: Annotated[str, Field(title="Model")]
+    name: Annotated[str, Field(title="Name")] = ""
+    params: Annotated[dict[str, Any], Field(title="Params")]
+    usage: Usage
+
+
+class HTTPValidationError(BaseModel):
+    detail: Annotated[list[ValidationError] | None, Field(title="Detail")] = None
+
+
+class MCQAnswerResponse(BaseModel):
+    answer_index: Annotated[int, Field(title="Answer Index")]
+    answer_letter: Annotated[str, Field(title="Answer Letter")]
+    budget: BudgetInfo | None = None
+    debias: DebiasInfo
+    model: Annotated[str, Field(title="Model")]
+    popularity: Annotated[list[float] | None, Field(title="Popularity")] = None
+    """
+    The popularity used.
+    """
+    probs: Annotated[list[float], Field(title="Probs")]
+    """
+    After debiasing (= probs_raw for 'none').
+    """
+    probs_raw: Annotated[list[float], Field(title="Probs Raw")]
+    """
+    Softmax over the K option letters.
+    """
+    usage: Usage
+
+
+class MCQBatchRequest(BaseModel):
+    """
+    POST /v1/mcq/answer/batch: many items, one engine batch, one debiasing setting.
+    """
+
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    A calibration of this tenant (POST /v1/mcq/calibrations).
+    """
+    debias: Annotated[
+        Literal["none", "popdebias", "pride", "contextual"], Field(title="Debias")
+    ] = "none"
+    """
+    popdebias: remove a popularity prior (needs popularity and a calibration or popdebias_lambda); pride: remove an option-letter prior (needs a calibration); contextual: divide by the letter probabilities on content-free inputs.
+    """
+    items: Annotated[list[MCQItem], Field(min_length=1, title="Items")]
+    max_eval_tokens: Annotated[MaxEvalTokens8 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    phi: Annotated[Literal["pop", "log"], Field(title="Phi")] = "pop"
+    """
+    PopDebias phi(pop): pop or log(pop).
+    """
+    popdebias_lambda: Annotated[float | None, Field(title="Popdebias Lambda")] = None
+    """
+    PopDebias lambda to use without a calibration.
+    """
+
+
+class MCQBatchResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    model: Annotated[str, Field(title="Model")]
+    results: Annotated[list[MCQAnswer], Field(title="Results")]
+    usage: Usage
+
+
+class OutcomeResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    logit: Annotated[float, Field(title="Logit")]
+    """
+    logp('1') - logp('0'); for several samples logit(score).
+    """
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
+    model: Annotated[str, Field(title="Model")]
+    rationale: Annotated[str | None, Field(title="Rationale")] = None
+    samples: Annotated[list[SampleJudgment] | None, Field(title="Samples")] = None
+    score: Annotated[float, Field(title="Score")]
+    """
+    P(correct) = sigmoid(logit).
+    """
+    usage: Usage
+    verdict: Annotated[int, Field(title="Verdict")]
+    """
+    1 if score >= 0.5 else 0.
+    """
+
+
+class PoolItem(BaseModel):
+    answer: PoolOption
+    candidates: Annotated[list[PoolOption], Field(max_length=64, min_length=1, title="Candidates")]
+    id: Annotated[str, Field(max_length=200, title="Id")] = ""
+    question: Annotated[str, Field(title="Question")]
+
+
+class PopMCQRequest(BaseModel):
+    """
+    POST /v1/mcq/popmcq: build S1-S6 from candidate pools, answer, debias, measure.
+    """
+
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    calibration_ratio: Annotated[float, Field(gt=0.0, lt=1.0, title="Calibration Ratio")] = 0.2
+    """
+    Share of the kept questions that fit popdebias and pride (label-free); they are excluded from the scored items.
+    """
+    items: Annotated[list[PoolItem], Field(min_length=2, title="Items")]
+    max_eval_tokens: Annotated[MaxEvalTokens12 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    methods: Annotated[
+        list[Literal["none", "popdebias", "pride", "contextual"]],
+        Field(min_length=1, title="Methods"),
+    ] = ["none", "popdebias", "pride", "contextual"]
+    paper_filter: Annotated[bool, Field(title="Paper Filter")] = True
+    """
+    Keep only questions with >= 4 distinct wrong candidates on which S1, S2 and S6 can all be built (METHODS B.1).
+    """
+    phi: Annotated[Literal["pop", "log"], Field(title="Phi")] = "pop"
+    popularity: Annotated[Literal["given", "model"], Field(title="Popularity")] = "model"
+    """
+    given: every answer and candidate carries its popularity in [0, 1]; model: the question-free mean log-probability of each text, min-max normalised over the question's pool (a proxy the service computes, not page views).
+    """
+    return_items: Annotated[bool, Field(title="Return Items")] = False
+    seed: Annotated[int, Field(title="Seed")] = 0
+    strategies: Annotated[
+        list[Literal["S1", "S2", "S3", "S4", "S5", "S6"]],
+        Field(min_length=1, title="Strategies"),
+    ] = ["S1", "S2", "S3", "S4", "S5", "S6"]
+
+
+class PopMCQResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    built: Annotated[dict[str, int], Field(title="Built")]
+    calibration: Annotated[dict[str, dict[str, Any]], Field(title="Calibration")]
+    calibration_ids: Annotated[list[str], Field(title="Calibration Ids")]
+    """
+    Questions held out to fit the methods.
+    """
+    dropped: Annotated[list[dict[str, str]], Field(title="Dropped")]
+    items: Annotated[list[PopMCQBuiltItem] | None, Field(title="Items")] = None
+    model: Annotated[str, Field(title="Model")]
+    n_calibration: Annotated[int, Field(title="N Calibration")]
+    n_items: Annotated[int, Field(title="N Items")]
+    n_kept: Annotated[int, Field(title="N Kept")]
+    n_scored: Annotated[int, Field(title="N Scored")]
+    skipped: Annotated[dict[str, int], Field(title="Skipped")]
+    table: Annotated[dict[str, dict[str, PopMCQCell]], Field(title="Table")]
+    """
+    method -> strategy -> metrics
+    """
+    usage: Usage
+
+
+class ProcessResponse(BaseModel):
+    aggregate: Annotated[float, Field(title="Aggregate")]
+    aggregation: Annotated[
+        Literal["min", "mean", "mean_logit", "last", "prod"], Field(title="Aggregation")
+    ]
+    budget: BudgetInfo | None = None
+    early_stopped: Annotated[bool, Field(title="Early Stopped")] = False
+    exact_fallbacks: Annotated[int | None, Field(title="Exact Fallbacks")] = None
+    """
+    single_pass: slots re-scored exactly because a label was outside top-k.
+    """
+    first_error_step: Annotated[int, Field(title="First Error Step")]
+    """
+    0-based first step below threshold; -1 if none.
+    """
+    mode: Annotated[Literal["direct", "reasoning", "single_pass"], Field(title="Mode")]
+    model: Annotated[str, Field(title="Model")]
+    split: SplitInfo
+    step_logits: Annotated[list[float], Field(title="Step Logits")]
+    step_samples: Annotated[list[list[SampleJudgment]] | None, Field(title="Step Samples")] = None
+    step_scores: Annotated[list[float], Field(title="Step Scores")]
+    steps: Annotated[list[str], Field(title="Steps")]
+    threshold: Annotated[float, Field(title="Threshold")]
+    usage: Usage
+
+
+class RerankResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    id: Annotated[str, Field(title="Id")]
+    meta: RerankMeta
+    model: Annotated[str, Field(title="Model")]
+    results: Annotated[list[RerankResult], Field(title="Results")]
+    usage: Usage
+
+
+class RewardResponse(BaseModel):
+    extra_logs: Annotated[dict[str, list[float]] | None, Field(title="Extra Logs")] = None
+    """
+    Per query: `verifier_logit` (logp('1') - logp('0')).
+    """
+    rewards: Annotated[list[float], Field(title="Rewards")]
+    """
+    P(correct) of each response (= scores).
+    """
+    scores: Annotated[list[float], Field(title="Scores")]
+    """
+    P(correct) in [0, 1].
+    """
+    usage: Usage | None = None
+
+
+class ScoreResponse(BaseModel):
+    alpha: Annotated[float, Field(title="Alpha")]
+    budget: BudgetInfo | None = None
+    method: Annotated[Literal["outcome", "process", "fused"], Field(title="Method")]
+    model: Annotated[str, Field(title="Model")]
+    ranking: Annotated[list[int], Field(title="Ranking")]
+    """
+    Indices best first; ties by lowest index.
+    """
+    results: Annotated[list[ScoreResult], Field(title="Results")]
+    usage: Usage
+
+
+class SplitResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    fallback_reason: Annotated[str | None, Field(title="Fallback Reason")] = None
+    method_used: Annotated[Literal["heuristic", "model", "given"], Field(title="Method Used")]
+    steps: Annotated[list[str], Field(title="Steps")]
+    usage: Usage | None = None
+
+
+class AuditResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    items: Annotated[list[AuditItemResult], Field(title="Items")]
+    model: Annotated[str, Field(title="Model")]
+    summary: AuditSummary
+    tokens_by_condition: Annotated[dict[str, int], Field(title="Tokens By Condition")]
+    usage: Usage

@@ -1,0 +1,142 @@
+"""The RL trainer hooks, each called exactly as its trainer calls it (late-2026 call shapes),
+against the session's real server. TRL, verl and OpenRLHF are not installed."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import httpx
+import pytest
+import verifier_client as vc
+from verifier_client.trl import reward_function
+from verifier_client.verl import compute_score
+
+QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
+RIGHT = "In May she sold 48 / 2 = 24 clips. In total 48 + 24 = 72. The answer is 72."
+WRONG = "She sold 48 + 48 = 96 clips. The answer is 96."
+
+
+def outcome_scores(url: str, pairs: list[tuple[str, str]]) -> list[float]:
+    with vc.Client(url) as client:
+        return [client.outcome(question=q, response=r).score for q, r in pairs]
+
+
+# --- OpenRLHF: POST /get_reward ------------------------------------------------------------
+
+
+def openrlhf_call(url: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """As OpenRLHF's remote reward call: one POST of the batch, JSON in, JSON out."""
+    r = httpx.post(url + "/get_reward", json=payload, timeout=180)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+def test_openrlhf_remote_rm_with_prompts(server: Any, tokenizer: Any) -> None:
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}], tokenize=False, add_generation_prompt=True
+    )
+    queries = [prompt + RIGHT + tokenizer.eos_token, prompt + WRONG + tokenizer.eos_token]
+    out = openrlhf_call(
+        server.url, {"query": queries, "prompts": [prompt, prompt], "labels": ["72", "72"]}
+    )
+    assert set(out) >= {"rewards", "scores", "extra_logs"}
+    expected = outcome_scores(server.url, [(QUESTION, RIGHT), (QUESTION, WRONG)])
+    assert out["scores"] == pytest.approx(expected, abs=1e-9)  # the same judgments, cached
+    assert out["rewards"] == out["scores"]
+    assert all(0.0 <= s <= 1.0 for s in out["scores"])
+    assert len(out["extra_logs"]["verifier_logit"]) == 2
+
+
+def test_openrlhf_query_alone_is_cut_at_the_chat_templates_assistant_marker(
+    server: Any, tokenizer: Any
+) -> None:
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}], tokenize=False, add_generation_prompt=True
+    )
+    out = openrlhf_call(server.url, {"query": [prompt + RIGHT], "prompts": [], "labels": []})
+    assert out["scores"] == pytest.approx(outcome_scores(server.url, [(QUESTION, RIGHT)]))
+
+
+def test_openrlhf_separator_and_empty_calls(server: Any) -> None:
+    query = f"Q: {QUESTION}\n### Response:\n{RIGHT}"
+    out = openrlhf_call(
+        server.url, {"query": [query], "prompts": [], "labels": [], "separator": "### Response:"}
+    )
+    assert out["scores"] == pytest.approx(outcome_scores(server.url, [(f"Q: {QUESTION}", RIGHT)]))
+    # With several reward URLs some calls carry empty lists.
+    empty = openrlhf_call(server.url, {"query": [], "prompts": [], "labels": []})
+    assert empty == {"rewards": [], "scores": [], "extra_logs": {}, "usage": empty["usage"]}
+
+
+def test_openrlhf_unsplittable_query_is_a_typed_422(server: Any) -> None:
+    r = httpx.post(server.url + "/get_reward", json={"query": ["no marker here"]}, timeout=60)
+    assert r.status_code == 422
+    assert r.json()["error"]["type"] == "invalid_request"
+    assert "VERIFIER_REWARD__SEPARATOR" in r.json()["error"]["message"]
+
+
+# --- TRL: reward_funcs=[reward_function(...)] ---------------------------------------------------
+
+
+def trl_call(fn: Any, prompts: list[Any], completions: list[Any]) -> Any:
+    """As GRPOTrainer's _calculate_rewards: keyword arguments, dataset columns, trainer state."""
+    return fn(
+        prompts=prompts,
+        completions=completions,
+        completion_ids=[[1, 2, 3] for _ in completions],
+        answer=["72"] * len(completions),  # a dataset column
+        trainer_state=object(),
+    )
+
+
+def test_trl_reward_function_plain_format(server: Any) -> None:
+    fn = reward_function(server.url, mode="direct")
+    rewards = trl_call(fn, [QUESTION, QUESTION, QUESTION], [RIGHT, WRONG, "   "])
+    expected = outcome_scores(server.url, [(QUESTION, RIGHT), (QUESTION, WRONG)])
+    assert rewards == pytest.approx([*expected, 0.0])  # an empty completion earns 0
+
+
+def test_trl_reward_function_conversational_format(server: Any) -> None:
+    fn = reward_function(server.url)
+    prompts = [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION}]]
+    completions = [[{"role": "assistant", "content": RIGHT}]]
+    rewards = trl_call(fn, prompts, completions)
+    assert rewards == pytest.approx(outcome_scores(server.url, [(QUESTION, RIGHT)]))
+
+
+async def test_trl_async_reward_function_is_awaited(server: Any) -> None:
+    fn = reward_function(server.url, method="process", asynchronous=True)
+    assert inspect.iscoroutinefunction(fn)
+    rewards = await trl_call(fn, [QUESTION], [RIGHT])
+    with vc.Client(server.url) as client:
+        expected = client.process(question=QUESTION, response=RIGHT).aggregate
+    assert rewards == pytest.approx([expected])
+
+
+# --- verl: reward.custom_reward_function.path/name + reward_kwargs ----------------------------
+
+
+async def test_verl_compute_score_as_verl_calls_it(server: Any) -> None:
+    assert inspect.iscoroutinefunction(compute_score)
+    reward_kwargs = {"base_url": server.url, "mode": "direct"}
+    result = await compute_score(
+        "openai/gsm8k", RIGHT, "72", {"question": QUESTION, "split": "train"}, **reward_kwargs
+    )
+    assert result["score"] == pytest.approx(outcome_scores(server.url, [(QUESTION, RIGHT)])[0])
+    assert result["judged"] == 1.0
+    # verl's naive/batch managers pass keyword arguments too.
+    again = await compute_score(
+        data_source="openai/gsm8k",
+        solution_str=WRONG,
+        ground_truth="72",
+        extra_info={"question": QUESTION},
+        **reward_kwargs,
+    )
+    assert again["score"] == pytest.approx(outcome_scores(server.url, [(QUESTION, WRONG)])[0])
+
+
+async def test_verl_without_a_question_says_where_to_put_it(server: Any) -> None:
+    with pytest.raises(ValueError, match="extra_info"):
+        await compute_score("openai/gsm8k", RIGHT, "72", None, base_url=server.url)
