@@ -25,13 +25,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
 from service.bench.stats import argmax_first, final_answer, majority_pick
-from service.evals.client import ServiceClient, gather_with_progress
 from service.scoring.bestofn import BestOfNItem, load_gsm8k_solutions
+
+if TYPE_CHECKING:
+    from service.evals.common import AsyncClient
 
 DEFAULT_N: Final = (1, 2, 4)
 DEFAULT_BUDGETS: Final = (64, 256)
@@ -137,7 +139,7 @@ def selection(
 
 
 async def score_all(
-    client: ServiceClient,
+    client: AsyncClient,
     qs: Sequence[Question],
     evaluator: Evaluator,
     n_max: int,
@@ -147,11 +149,12 @@ async def score_all(
     keys = [(q.index, j) for q in qs for j in range(n_max)]
     by_index = {q.index: q for q in qs}
 
+    from service.evals.common import gather_with_progress
+
     async def one(key: tuple[int, int]) -> dict[str, Any]:
         q = by_index[key[0]]
-        body = await client.post(
-            "/v1/score", evaluator.body(q.item.question, q.candidates[key[1]][0])
-        )
+        answer = await client.score(**evaluator.body(q.item.question, q.candidates[key[1]][0]))
+        body = answer.model_dump(mode="json")
         usage = body["usage"]
         return {
             "score": float(body["results"][0]["final"]),
@@ -194,7 +197,10 @@ async def run_tradeoff(
     per_candidate: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
     wall: dict[str, float] = {}
     model = await _model_name(url)
-    async with ServiceClient(url, concurrency=cfg.concurrency) as client:
+    # The client loads only when a benchmark runs: `verifier serve` shares this CLI.
+    from service.evals.common import open_client
+
+    async with open_client(url, cfg.concurrency) as client:
         for ev in evaluators(cfg.budgets):
             report: Callable[[int, int], None] | None = None
             if progress is not None:

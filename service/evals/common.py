@@ -23,6 +23,17 @@ from verifier_client import (
 
 from service.protocol import Usage
 
+__all__ = [
+    "AsyncClient",
+    "BoundedTransport",
+    "ProgressFn",
+    "finite_or_none",
+    "gather_with_progress",
+    "is_request_error",
+    "open_client",
+    "sum_usage",
+]
+
 ProgressFn = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each finished item."""
 
