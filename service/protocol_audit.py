@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol import BudgetInfo, BudgetOptions, ServiceModel, Usage, _non_blank
-from service.protocol_mcq import MAX_OPTIONS, MIN_OPTIONS, DebiasMethod, PhiKind
+from service.protocol_mcq import MAX_OPTIONS, DebiasMethod, MCQQuestion, PhiKind
 
 Strategy = Literal["S1", "S2", "S3", "S4", "S5", "S6"]
 AuditCondition = Literal["full_base", "full_reason", "choices_only_base", "choices_only_reason"]
@@ -33,23 +33,11 @@ def finite_or_none(value: Any) -> Any:
 # --- choices-only / reasoning audit (METHODS C) ----------------------------------------------
 
 
-class AuditItem(ServiceModel):
+class AuditItem(MCQQuestion):
+    """A question, its options and the index of the right one."""
+
     id: str = Field(default="", max_length=200)
-    question: str
-    options: list[str] = Field(min_length=MIN_OPTIONS, max_length=MAX_OPTIONS)
     answer_index: int = Field(ge=0)
-
-    @field_validator("question")
-    @classmethod
-    def _q(cls, v: str) -> str:
-        return _non_blank(v, "question")
-
-    @field_validator("options")
-    @classmethod
-    def _opts(cls, v: list[str]) -> list[str]:
-        for i, text in enumerate(v):
-            _non_blank(text, f"options[{i}]")
-        return v
 
     @model_validator(mode="after")
     def _gold(self) -> AuditItem:

@@ -25,15 +25,12 @@ POPULARITY_HELP = (
 )
 
 
-class MCQItem(ServiceModel):
-    """One multiple-choice question with 2-10 options."""
+class MCQQuestion(ServiceModel):
+    """A question with 2-10 non-blank options (answers and audits build on it)."""
 
     question: str
     options: list[str] = Field(
         min_length=MIN_OPTIONS, max_length=MAX_OPTIONS, description="Option texts, A, B, ..."
-    )
-    popularity: list[float] | Literal["model"] | None = Field(
-        default=None, description=POPULARITY_HELP
     )
 
     @field_validator("question")
@@ -47,6 +44,14 @@ class MCQItem(ServiceModel):
         for i, text in enumerate(v):
             _non_blank(text, f"options[{i}]")
         return v
+
+
+class MCQItem(MCQQuestion):
+    """One multiple-choice question with 2-10 options."""
+
+    popularity: list[float] | Literal["model"] | None = Field(
+        default=None, description=POPULARITY_HELP
+    )
 
     @model_validator(mode="after")
     def _pop(self) -> MCQItem:

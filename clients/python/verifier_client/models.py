@@ -35,9 +35,16 @@ class AuditConditionResult(BaseModel):
 
 
 class AuditItem(BaseModel):
+    """
+    A question, its options and the index of the right one.
+    """
+
     answer_index: Annotated[int, Field(ge=0, title="Answer Index")]
     id: Annotated[str, Field(max_length=200, title="Id")] = ""
     options: Annotated[list[str], Field(max_length=10, min_length=2, title="Options")]
+    """
+    Option texts, A, B, ...
+    """
     question: Annotated[str, Field(title="Question")]
 
 
