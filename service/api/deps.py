@@ -116,7 +116,7 @@ def _plan(state: AppState, kind: str, req: BaseModel, tenant: str) -> budget.Bud
     try:
         return budget.plan(kind, req)
     except budget.BudgetTooSmall as exc:
-        state.metrics.budget_tokens.labels(tenant, "refused").inc(exc.estimate)
+        state.metrics.budget(tenant, "refused").inc(exc.estimate)
         raise
 
 
@@ -138,7 +138,7 @@ async def run_job(
     reservation: Reservation | None = None
     if record is not None and state.redis is not None:
         reservation = await reserve(state.redis, state.settings.queue.key_prefix, record, estimate)
-    state.metrics.budget_tokens.labels(tenant, "granted").inc(estimate)
+    state.metrics.budget(tenant, "granted").inc(estimate)
     job = Job(
         id=new_job_id(),
         kind=kind,
@@ -159,7 +159,7 @@ async def run_job(
     finally:
         if reservation is not None:
             await settle(state.redis, state.settings.queue.key_prefix, reservation, spent)
-    state.metrics.budget_tokens.labels(tenant, "spent").inc(spent)
+    state.metrics.budget(tenant, "spent").inc(spent)
     if outcome.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     else:
