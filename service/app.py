@@ -34,6 +34,7 @@ from service.calibrations import CalibrationStore, MemoryCalibrations, RedisCali
 from service.config import Settings, get_settings
 from service.diagnostics import install_dump_signals, watch_loop
 from service.engine.base import Engine
+from service.engine.health import watch_engine
 from service.errors import ServiceError, error_body
 from service.protocol import OutcomeRequest
 from service.queue.base import JobQueue
@@ -48,6 +49,8 @@ logger = logging.getLogger(__name__)
 # `verifier worker` metrics ports when none is set: the first free one of these.
 METRICS_PORT = 9101
 METRICS_PORTS = 100
+# After the engine died: how long /ready answers 503 before `verifier serve` exits 1.
+EXIT_AFTER_DEATH_S = 3.0
 
 PROBE = OutcomeRequest(question="What is 2 + 2?", response="2 + 2 = 4. The answer is 4.")
 
@@ -157,6 +160,7 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
             task = asyncio.create_task(worker.run(), name="worker")
             task.add_done_callback(lambda _: _worker_ended(state, worker))
             state.tasks.add(task)
+            _watch_engine(state, worker)
         else:
             await state.queue.depth()  # Redis answers
     except Exception as exc:
@@ -164,6 +168,32 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
         state.status, state.detail = "failed", f"start failed: {exc}"
         return
     state.status, state.detail = "ready", None
+
+
+def _watch_engine(state: AppState, worker: Worker) -> None:
+    """Start the engine health loop of an API process that hosts the worker."""
+    interval = state.settings.queue.engine_health_s
+    if not interval or state.services is None:
+        return
+
+    def dead(reason: str) -> None:
+        _worker_failed(state, f"engine dead: {reason}")  # /ready 503 from now on
+        worker.fail(reason)  # no new pulls; the jobs in flight fail with 503 engine_unavailable
+        state.exit_code = 1
+        # Exit after a moment, so probes see the 503 and in-flight requests get their answers.
+        asyncio.get_running_loop().call_later(EXIT_AFTER_DEATH_S, _request_exit, state)
+
+    engine = state.services.engine
+    task = asyncio.create_task(
+        watch_engine(engine, interval, state.stopping, dead), name="engine-health"
+    )
+    state.tasks.add(task)
+
+
+def _request_exit(state: AppState) -> None:
+    if state.request_exit is not None:
+        logger.critical("engine dead; the server exits 1")
+        state.request_exit()
 
 
 def _worker_ended(state: AppState, worker: Worker) -> None:
@@ -229,6 +259,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 async def _shutdown(state: AppState) -> None:
     """Drain the worker, then close everything; every step is bounded."""
     settings = state.settings
+    state.stopping.set()
     if state.worker is not None:
         state.worker.stop()  # drain: finish and complete the jobs in flight
     if state.tasks:
@@ -324,6 +355,10 @@ async def run_worker_process(settings: Settings) -> int:
     if settings.queue.worker_stall_s:
         stall_s = settings.queue.worker_stall_s
         watchdogs.append(asyncio.create_task(watch_loop(stall_s, done), name="watchdog"))
+    if settings.queue.engine_health_s:
+        # A dead engine: stop pulling, answer the jobs in flight 503, exit 1 (below).
+        health = watch_engine(services.engine, settings.queue.engine_health_s, done, worker.fail)
+        watchdogs.append(asyncio.create_task(health, name="engine-health"))
     logger.info("worker %s ready (metrics port %s)", consumer_name("worker"), port or "off")
     try:
         await worker.run()

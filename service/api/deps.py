@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -40,6 +41,9 @@ class AppState:
     redis: Any = None  # auth and quota client (redis.asyncio.Redis) when Redis is configured
     calibrations: CalibrationStore = field(default_factory=MemoryCalibrations)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)  # ends the helper loops
+    exit_code: int = 0  # 1 once the engine died: the process exits 1 for its supervisor
+    request_exit: Callable[[], None] | None = None  # set by `verifier serve`: stop the server
 
 
 def get_state(request: Request) -> AppState:
