@@ -390,6 +390,14 @@ class RerankRequest(ScoreOptions):
     def _q(cls, v: str) -> str:
         return _non_blank(v, "query")
 
+    @model_validator(mode="after")
+    def _documents(self) -> RerankRequest:
+        # Checked when parsed: the ScoreRequest the worker builds from it refused a blank
+        # document there, as a 500.
+        for i, text in enumerate(self.texts()):
+            _non_blank(text, f"documents[{i}]")
+        return self
+
     def texts(self) -> list[str]:
         return [d if isinstance(d, str) else d.text for d in self.documents]
 
