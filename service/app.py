@@ -52,6 +52,8 @@ METRICS_PORTS = 100
 # After the engine died: how long /ready answers 503 before `verifier serve` exits 1.
 EXIT_AFTER_DEATH_S = 3.0
 
+UNPARSABLE_BODY = "the request body could not be parsed; send one JSON object encoded as UTF-8"
+
 PROBE = OutcomeRequest(question="What is 2 + 2?", response="2 + 2 = 4. The answer is 4.")
 
 
@@ -295,8 +297,11 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI's "error parsing the body" (not UTF-8, say)
+            return JSONResponse(error_body("invalid_request", UNPARSABLE_BODY), 422)
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code)
+        # Keep the exception's headers: a 405 carries Allow (RFC 9110).
+        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code, exc.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
