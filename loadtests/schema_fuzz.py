@@ -34,6 +34,7 @@ def main() -> int:
     ap.add_argument("--examples", type=int, default=200, help="examples per operation")
     ap.add_argument("--max-response-time", type=float, default=DEFAULT_MAX_RESPONSE_S)
     ap.add_argument("--workers", default="2")
+    ap.add_argument("--max-time", type=int, help="stop after this many seconds (0: no limit)")
     ap.add_argument("--report", type=Path, default=Path("schema_fuzz.json"))
     args = ap.parse_args()
     st = Path(sys.executable).with_name("st")
@@ -60,6 +61,8 @@ def main() -> int:
         str(args.report),
         "--no-color",
     ]
+    if args.max_time:
+        cmd += ["--max-time", str(args.max_time)]
     key = os.environ.get("VERIFIER_API_KEY")
     if key:
         cmd[3:3] = ["-H", f"Authorization: Bearer {key}"]
@@ -76,6 +79,7 @@ def main() -> int:
         "with_failures": cases["with_failures"],
         "errored": cases["errored"],
         "seconds": round(report["running_time"], 1),
+        "stop_reason": report["stop_reason"],
         "failures": {f"{f['code']} {f['title']}": f["count"] for f in report["failures"]},
         "phases": {name: p["status"] for name, p in report["phases"].items()},
     }
