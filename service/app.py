@@ -179,7 +179,8 @@ def _watch_engine(state: AppState, worker: Worker) -> None:
         return
 
     def dead(reason: str) -> None:
-        _worker_failed(state, f"engine dead: {reason}")  # /ready 503 from now on
+        reason = f"engine dead: {reason}"
+        _worker_failed(state, reason)  # /ready 503 from now on
         worker.fail(reason)  # no new pulls; the jobs in flight fail with 503 engine_unavailable
         state.exit_code = 1
         # Exit after a moment, so probes see the 503 and in-flight requests get their answers.
