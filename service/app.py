@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from service.aio import CLOSE_TIMEOUT_S, bounded, wait_bounded
 from service.api import health, judge, mcq, rerank, split
@@ -286,6 +287,16 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def _allowed_methods(app: FastAPI, request: Request) -> str:
+    """The methods of every route whose path matches (Starlette names only the first's)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
@@ -297,12 +308,14 @@ def _install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("invalid_request", _validation_message(exc)), 422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400:  # FastAPI's "error parsing the body" (not UTF-8, say)
             return JSONResponse(error_body("invalid_request", UNPARSABLE_BODY), 422)
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        # Keep the exception's headers: a 405 carries Allow (RFC 9110).
-        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code, exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:  # Allow lists every route of the path (RFC 9110), not one
+            headers = {**(headers or {}), "Allow": _allowed_methods(app, request)}
+        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code, headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
