@@ -29,13 +29,16 @@ def rss_mib(pid: int) -> float:
 
 
 def tree(pid: int) -> dict[str, int]:
-    """The process and its children, by a short name."""
+    """The process and its descendants (engine core, model worker), by a short name."""
     procs = {f"{pid}": pid}
-    for child in reaper.children(pid):
-        cmd = Path(f"/proc/{child}/cmdline").read_text(errors="replace").replace("\0", " ")
-        if "reaper" in cmd or "resource_tracker" in cmd:
-            continue
-        procs[f"{pid}/{cmd.split()[0][:24]}"] = child
+    pending = [pid]
+    while pending:
+        for child in reaper.children(pending.pop()):
+            cmd = Path(f"/proc/{child}/cmdline").read_text(errors="replace").replace("\0", " ")
+            if "reaper" in cmd or "resource_tracker" in cmd:
+                continue
+            procs[f"{pid}/{cmd.split()[0][:24]}"] = child
+            pending.append(child)
     return procs
 
 
