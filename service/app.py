@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from service.aio import CLOSE_TIMEOUT_S, bounded, wait_bounded
 from service.api import health, judge, mcq, rerank, reward, split
@@ -34,6 +35,7 @@ from service.calibrations import CalibrationStore, MemoryCalibrations, RedisCali
 from service.config import Settings, get_settings
 from service.diagnostics import install_dump_signals, watch_loop
 from service.engine.base import Engine
+from service.engine.health import watch_engine
 from service.errors import ServiceError, error_body
 from service.probe_server import ProbeState, start_probe_server
 from service.protocol import OutcomeRequest
@@ -49,6 +51,10 @@ logger = logging.getLogger(__name__)
 # `verifier worker` metrics ports when none is set: the first free one of these.
 METRICS_PORT = 9101
 METRICS_PORTS = 100
+# After the engine died: how long /ready answers 503 before `verifier serve` exits 1.
+EXIT_AFTER_DEATH_S = 3.0
+
+UNPARSABLE_BODY = "the request body could not be parsed; send one JSON object encoded as UTF-8"
 
 PROBE = OutcomeRequest(question="What is 2 + 2?", response="2 + 2 = 4. The answer is 4.")
 
@@ -173,6 +179,7 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
             task = asyncio.create_task(worker.run(), name="worker")
             task.add_done_callback(lambda _: _worker_ended(state, worker))
             state.tasks.add(task)
+            _watch_engine(state, worker)
         else:
             await state.queue.depth()  # Redis answers
     except Exception as exc:
@@ -180,6 +187,33 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
         state.status, state.detail = "failed", f"start failed: {exc}"
         return
     state.status, state.detail = "ready", None
+
+
+def _watch_engine(state: AppState, worker: Worker) -> None:
+    """Start the engine health loop of an API process that hosts the worker."""
+    interval = state.settings.queue.engine_health_s
+    if not interval or state.services is None:
+        return
+
+    def dead(reason: str) -> None:
+        reason = f"engine dead: {reason}"
+        _worker_failed(state, reason)  # /ready 503 from now on
+        worker.fail(reason)  # no new pulls; the jobs in flight fail with 503 engine_unavailable
+        state.exit_code = 1
+        # Exit after a moment, so probes see the 503 and in-flight requests get their answers.
+        asyncio.get_running_loop().call_later(EXIT_AFTER_DEATH_S, _request_exit, state)
+
+    engine = state.services.engine
+    task = asyncio.create_task(
+        watch_engine(engine, interval, state.stopping, dead), name="engine-health"
+    )
+    state.tasks.add(task)
+
+
+def _request_exit(state: AppState) -> None:
+    if state.request_exit is not None:
+        logger.critical("engine dead; the server exits 1")
+        state.request_exit()
 
 
 def _worker_ended(state: AppState, worker: Worker) -> None:
@@ -246,6 +280,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 async def _shutdown(state: AppState) -> None:
     """Drain the worker, then close everything; every step is bounded."""
     settings = state.settings
+    state.stopping.set()
     if state.worker is not None:
         state.worker.stop()  # drain: finish and complete the jobs in flight
     if state.tasks:
@@ -269,6 +304,16 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def _allowed_methods(app: FastAPI, request: Request) -> str:
+    """The methods of every route whose path matches (Starlette names only the first's)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
@@ -280,9 +325,14 @@ def _install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("invalid_request", _validation_message(exc)), 422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI's "error parsing the body" (not UTF-8, say)
+            return JSONResponse(error_body("invalid_request", UNPARSABLE_BODY), 422)
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code)
+        headers = exc.headers
+        if exc.status_code == 405:  # Allow lists every route of the path (RFC 9110), not one
+            headers = {**(headers or {}), "Allow": _allowed_methods(app, request)}
+        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code, headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -348,6 +398,10 @@ async def run_worker_process(settings: Settings) -> int:
     if settings.queue.worker_stall_s:
         stall_s = settings.queue.worker_stall_s
         watchdogs.append(asyncio.create_task(watch_loop(stall_s, done), name="watchdog"))
+    if settings.queue.engine_health_s:
+        # A dead engine: stop pulling, answer the jobs in flight 503, exit 1 (below).
+        health = watch_engine(services.engine, settings.queue.engine_health_s, done, worker.fail)
+        watchdogs.append(asyncio.create_task(health, name="engine-health"))
     probes.ready = True
     logger.info("worker %s ready (metrics port %s)", consumer_name("worker"), port or "off")
     try:

@@ -41,6 +41,7 @@ from redis.typing import EncodableT, FieldT
 
 from service.errors import InvalidRequest, ServiceError
 from service.redis_client import connect, is_unreachable, unavailable
+from service.tenants import check_tenant
 
 __all__ = [
     "KEY_PREFIX",
@@ -77,7 +78,6 @@ MIN_ID_CHARS = 8
 QUOTA_TTL_GRACE_S = 60
 MAX_NAME_CHARS = 200
 
-_TENANT_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # Loose on length so a future change of entropy does not lock out existing keys.
 _KEY_RE = re.compile(rf"{KEY_PREFIX}[A-Za-z0-9_-]{{20,128}}")
 _ID_RE = re.compile(rf"[0-9a-f]{{{MIN_ID_CHARS},64}}")
@@ -170,15 +170,6 @@ def key_digest(key: str) -> str:
 def key_id_of(digest: str) -> str:
     """The public id of a key: the first 12 hex characters of its digest."""
     return digest[:KEY_ID_CHARS]
-
-
-def check_tenant(tenant: str) -> str:
-    # fullmatch, not ^...$: "$" would accept a trailing newline.
-    if not _TENANT_RE.fullmatch(tenant):
-        raise InvalidRequest(
-            f"tenant {tenant!r} is invalid; use 1-64 characters from A-Z a-z 0-9 _ . -"
-        )
-    return tenant
 
 
 def parse_bearer(header: str | None) -> str:

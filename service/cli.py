@@ -53,13 +53,20 @@ def serve(
     if not worker and not settings.redis_url:
         typer.echo("error: --no-worker needs VERIFIER_REDIS_URL (workers pull from it)", err=True)
         raise typer.Exit(2)
-    uvicorn.run(
-        create_app(settings, run_worker=worker),
+    api = create_app(settings, run_worker=worker)
+    config = uvicorn.Config(
+        api,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    server = uvicorn.Server(config)
+    state = api.state.svc
+    state.request_exit = lambda: setattr(server, "should_exit", True)
+    server.run()
+    if state.exit_code:  # the engine died: non-zero for the supervisor
+        raise typer.Exit(state.exit_code)
 
 
 @app.command("worker")

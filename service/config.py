@@ -138,6 +138,12 @@ class QueueSettings(BaseModel):
         ge=0,
         description="A worker whose event loop is blocked this long dumps stacks and exits; 0=off.",
     )
+    engine_health_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="How often a process that runs an engine checks that it is alive; a dead "
+        "engine turns /ready 503, stops the worker and exits the process 1. 0=off.",
+    )
     fault_crash_kind: str = Field(
         default="",
         description="Fault injection for tests: a worker exits at once on a job of this kind.",

@@ -12,6 +12,7 @@ ServiceError                      (500 internal_error)
  +-- Overloaded                   429 overloaded           queue full (carries Retry-After)
  +-- DeadlineExceeded             504 deadline_exceeded    the request's deadline passed
  +-- EngineFailure                502 engine_error         the model backend failed
+ +-- EngineUnavailable            503 engine_unavailable   the engine died; retry elsewhere
  +-- JobFailed                    502 job_failed           the job crashed max_deliveries workers
 
 Every error reaches the client as ``{"error": {"type": ..., "message": ...}}``.
@@ -85,6 +86,11 @@ class DeadlineExceeded(ServiceError):
 class EngineFailure(ServiceError):
     status = 502
     type = "engine_error"
+
+
+class EngineUnavailable(ServiceError):
+    status = 503
+    type = "engine_unavailable"
 
 
 def error_body(error_type: str, message: str) -> dict[str, dict[str, str]]:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from service.engine.base import TokenUsage
+from service.textcheck import check_unicode
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +23,7 @@ class ServiceModel(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _log_dropped(cls, data: Any) -> Any:
+        check_unicode(data)
         if isinstance(data, dict):
             known = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
             extra = sorted(k for k in data if k not in known)
@@ -271,6 +273,12 @@ class ProcessRequest(JudgeOptions, ProcessOptions):
         if self.steps is not None:
             if not self.steps:
                 raise ValueError("steps must not be empty")
+            # Refused here, before the quota is reserved and the job queued.
+            if len(self.steps) > self.max_steps:
+                raise ValueError(
+                    f"{len(self.steps)} steps given, over max_steps={self.max_steps}; "
+                    "merge steps or raise max_steps"
+                )
             for i, step in enumerate(self.steps):
                 _non_blank(step, f"steps[{i}]")
         if self.response is not None:
@@ -381,6 +389,14 @@ class RerankRequest(ScoreOptions):
     @classmethod
     def _q(cls, v: str) -> str:
         return _non_blank(v, "query")
+
+    @model_validator(mode="after")
+    def _documents(self) -> RerankRequest:
+        # Checked when parsed: the ScoreRequest the worker builds from it refused a blank
+        # document there, as a 500.
+        for i, text in enumerate(self.texts()):
+            _non_blank(text, f"documents[{i}]")
+        return self
 
     def texts(self) -> list[str]:
         return [d if isinstance(d, str) else d.text for d in self.documents]

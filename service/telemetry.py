@@ -16,6 +16,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from service.tenants import TenantLabels
+
 
 class UsageLike(Protocol):
     prompt_tokens: int
@@ -40,6 +42,7 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self.tenant_label = TenantLabels()  # bounded label values for the per-tenant metrics
         r = self.registry
         self.requests = Counter(
             "verifier_requests", "HTTP requests", ["endpoint", "status"], registry=r
@@ -109,6 +112,16 @@ class Metrics:
         self._caches: list[object] = []
         self.registry.register(_Counters("verifier_jobs", QUEUE_COUNTERS, self._queues))
         self.registry.register(_Counters("verifier_judgment_cache", CACHE_COUNTERS, self._caches))
+
+    def budget(self, tenant: str, outcome: str) -> Counter:
+        """The budget counter of ``tenant`` (its bounded label) and ``outcome``."""
+        child: Counter = self.budget_tokens.labels(self.tenant_label(tenant), outcome)
+        return child
+
+    def decision(self, tenant: str, decision: str) -> Counter:
+        """The budget-decision counter of ``tenant`` (its bounded label): refused or degraded."""
+        child: Counter = self.budget_decisions.labels(self.tenant_label(tenant), decision)
+        return child
 
     def record_usage(self, endpoint: str, model: str, usage: UsageLike) -> None:
         self.eval_tokens.labels(endpoint, model, "prompt").inc(usage.prompt_tokens)

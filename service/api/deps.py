@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -40,6 +41,9 @@ class AppState:
     redis: Any = None  # auth and quota client (redis.asyncio.Redis) when Redis is configured
     calibrations: CalibrationStore = field(default_factory=MemoryCalibrations)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)  # ends the helper loops
+    exit_code: int = 0  # 1 once the engine died: the process exits 1 for its supervisor
+    request_exit: Callable[[], None] | None = None  # set by `verifier serve`: stop the server
 
 
 def get_state(request: Request) -> AppState:
@@ -116,11 +120,11 @@ def _plan(state: AppState, kind: str, req: BaseModel, tenant: str) -> budget.Bud
     try:
         plan = budget.plan(kind, req)
     except budget.BudgetTooSmall as exc:
-        state.metrics.budget_tokens.labels(tenant, "refused").inc(exc.estimate)
-        state.metrics.budget_decisions.labels(tenant, "refused").inc()
+        state.metrics.budget(tenant, "refused").inc(exc.estimate)
+        state.metrics.decision(tenant, "refused").inc()
         raise
     if plan.degraded:
-        state.metrics.budget_decisions.labels(tenant, "degraded").inc()
+        state.metrics.decision(tenant, "degraded").inc()
     return plan
 
 
@@ -142,7 +146,7 @@ async def run_job(
     reservation: Reservation | None = None
     if record is not None and state.redis is not None:
         reservation = await reserve(state.redis, state.settings.queue.key_prefix, record, estimate)
-    state.metrics.budget_tokens.labels(tenant, "granted").inc(estimate)
+    state.metrics.budget(tenant, "granted").inc(estimate)
     job = Job(
         id=new_job_id(),
         kind=kind,
@@ -163,7 +167,7 @@ async def run_job(
     finally:
         if reservation is not None:
             await settle(state.redis, state.settings.queue.key_prefix, reservation, spent)
-    state.metrics.budget_tokens.labels(tenant, "spent").inc(spent)
+    state.metrics.budget(tenant, "spent").inc(spent)
     if outcome.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     else:

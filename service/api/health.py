@@ -8,10 +8,13 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from service.api.deps import StateDep, tenant_name
+from service.api.judge import NOT_FOUND
 from service.errors import NotFound, ServiceError
-from service.protocol import ModelCard, ModelList, Readiness
+from service.protocol import ErrorResponse, ModelCard, ModelList, Readiness
 
 router = APIRouter(tags=["health"])
+# With auth on, every route but /health and /ready answers 401 to a missing or bad key.
+UNAUTHORIZED: dict[int | str, dict[str, object]] = {401: {"model": ErrorResponse}}
 
 
 @router.get("/health")
@@ -27,7 +30,7 @@ async def ready(state: StateDep) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=200 if state.status == "ready" else 503)
 
 
-@router.get("/v1/models", response_model=ModelList)
+@router.get("/v1/models", response_model=ModelList, responses=UNAUTHORIZED)
 async def models(state: StateDep) -> ModelList:
     s = state.settings
     card = ModelCard(
@@ -50,7 +53,7 @@ async def metrics(state: StateDep) -> Response:
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-@router.get("/v1/results/{job_id}", tags=["jobs"])
+@router.get("/v1/results/{job_id}", tags=["jobs"], responses={**UNAUTHORIZED, **NOT_FOUND})
 async def result(job_id: str, request: Request, state: StateDep) -> JSONResponse:
     """The stored result of a job (id from the X-Job-Id header), for the tenant that sent it."""
     tenant = tenant_name(request)

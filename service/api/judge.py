@@ -25,6 +25,9 @@ ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 502, 503, 504)
 }
 
+# Routes that look a tenant's record up by id (another tenant's id is a 404 too).
+NOT_FOUND: dict[int | str, dict[str, object]] = {404: {"model": ErrorResponse}}
+
 router = APIRouter(prefix="/v1/judge", tags=["judge"], responses=ERRORS)
 
 

@@ -16,7 +16,7 @@ from service.api.deps import (
     run_job,
     tenant_name,
 )
-from service.api.judge import ERRORS
+from service.api.judge import ERRORS, NOT_FOUND
 from service.errors import InvalidRequest, NotFound, UnknownCalibration
 from service.protocol_audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
 from service.protocol_mcq import (
@@ -158,7 +158,7 @@ async def list_calibrations(request: Request, state: StateDep) -> CalibrationLis
     return CalibrationList(data=await state.calibrations.list(tenant_name(request)))
 
 
-@router.get("/calibrations/{calibration_id}", response_model=Calibration)
+@router.get("/calibrations/{calibration_id}", response_model=Calibration, responses=NOT_FOUND)
 async def read_calibration(calibration_id: str, request: Request, state: StateDep) -> Calibration:
     cal = await state.calibrations.get(tenant_name(request), calibration_id)
     if cal is None:
@@ -166,7 +166,7 @@ async def read_calibration(calibration_id: str, request: Request, state: StateDe
     return cal
 
 
-@router.delete("/calibrations/{calibration_id}", status_code=204)
+@router.delete("/calibrations/{calibration_id}", status_code=204, responses=NOT_FOUND)
 async def delete_calibration(calibration_id: str, request: Request, state: StateDep) -> Response:
     if not await state.calibrations.delete(tenant_name(request), calibration_id):
         raise NotFound(f"no calibration {calibration_id!r} for this tenant")

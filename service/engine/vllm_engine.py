@@ -32,7 +32,7 @@ from service.engine.base import (
 from service.engine.device import detect_device, resolve_dtype
 from service.engine.judging import judge_one, logsumexp
 from service.engine.reaper import start_reaper
-from service.errors import EngineFailure
+from service.errors import EngineFailure, EngineUnavailable
 from service.scoring.prompts import token_variants
 from service.scoring.tokenizer import Tokenizer
 
@@ -186,6 +186,8 @@ class VLLMEngine:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # vLLM raises its own tree; callers see one error type
+            if getattr(self._llm, "errored", False):  # the engine-core process is gone
+                raise EngineUnavailable(f"the engine died: {exc}; retry") from exc
             raise EngineFailure(f"engine call failed: {exc}") from exc
         if final is None or not final.outputs:
             raise EngineFailure("engine returned no output")

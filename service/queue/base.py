@@ -17,7 +17,6 @@ Example::
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -25,8 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from service.errors import InvalidRequest, ServiceError
-
-_TENANT_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+from service.tenants import check_tenant
 
 
 def new_job_id() -> str:
@@ -63,10 +61,7 @@ class Job:
 
     def __post_init__(self) -> None:
         # Tenants are part of Redis key names; a ':' would let two tenants share a key.
-        if not _TENANT_RE.match(self.tenant):
-            raise InvalidRequest(
-                f"tenant {self.tenant!r} is invalid; use 1-64 characters from A-Z a-z 0-9 _ . -"
-            )
+        check_tenant(self.tenant)
         if self.est_tokens < 0:
             raise InvalidRequest(f"est_tokens must be >= 0, got {self.est_tokens}")
 

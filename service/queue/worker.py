@@ -108,6 +108,11 @@ class Worker:
         """Stop pulling; ``run()`` returns after the jobs in flight are completed."""
         self._stopping.set()
 
+    def fail(self, reason: str) -> None:
+        """Take the worker out of service (its process exits 1): stop pulling, keep ``reason``."""
+        self.failure = self.failure or reason
+        self.stop()
+
     @property
     def inflight(self) -> int:
         return len(self._inflight)

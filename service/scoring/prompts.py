@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from service.scoring.tokenizer import Tokenizer, encode
+from service.scoring.tokenizer import Tokenizer, encode, special_tokens
 
 VERDICT_MARKER = "Verdict:"
 VERDICT_PREFIX = VERDICT_MARKER + " "  # the trailing space matters: "1"/"0" follow as own tokens
@@ -90,7 +90,7 @@ def outcome_prompt(
     tokenizer: Tokenizer, question: str, response: str, reasoning: bool
 ) -> RenderedJudge:
     """Outcome judgment of (question, response)."""
-    special = list(tokenizer.all_special_tokens)
+    special = special_tokens(tokenizer)
     return render_judge(tokenizer, outcome_user(question, response, reasoning, special))
 
 
@@ -138,7 +138,7 @@ def process_prompts(
 ) -> list[RenderedJudge]:
     """One prompt per step k (context: steps before k); prompt k's text extends prompt k-1's
     up to the end of step k-1, so vLLM's prefix cache serves the shared part."""
-    special = list(tokenizer.all_special_tokens)
+    special = special_tokens(tokenizer)
     system = PROCESS_REASONING_SYSTEM if reasoning else PROCESS_SYSTEM
     return [
         _render(tokenizer, system, process_user(question, steps[: k + 1], special))
@@ -177,7 +177,7 @@ def single_pass_prompt(
     Segments between slots are encoded separately, so slot positions are exact by
     construction whatever the tokenizer merges across a boundary.
     """
-    special = list(tokenizer.all_special_tokens)
+    special = special_tokens(tokenizer)
     messages = [{"role": "system", "content": SINGLE_PASS_SYSTEM}]
     answer = VERDICT_PREFIX + forced_label
     label_ids = _encode(tokenizer, forced_label)
@@ -217,7 +217,7 @@ SPLIT_SYSTEM = "You copy texts exactly, character for character, and mark where 
 
 
 def split_prompt_ids(tokenizer: Tokenizer, response: str, marker: str) -> list[int]:
-    special = list(tokenizer.all_special_tokens)
+    special = special_tokens(tokenizer)
     user = (
         "Copy the text inside the <response> tags exactly. Do not change, add or remove "
         f"anything, except: insert the marker {marker} between consecutive reasoning steps. "
@@ -265,7 +265,7 @@ def mcq_user(question: str, options: Sequence[str], special: Sequence[str]) -> s
 
 def mcq_prompt(tokenizer: Tokenizer, question: str, options: Sequence[str]) -> RenderedMCQ:
     """``Question: ... / A. ... / B. ... / Answer:`` in the model's chat template."""
-    special = list(tokenizer.all_special_tokens)
+    special = special_tokens(tokenizer)
     chat = render_chat(tokenizer, MCQ_SYSTEM, mcq_user(question, options, special))
     text = chat + ANSWER_PREFIX
     return RenderedMCQ(prompt_ids=_encode(tokenizer, text), text=text)

@@ -14,6 +14,15 @@ class Tokenizer(Protocol):
     def apply_chat_template(self, messages: Any, *args: Any, **kwargs: Any) -> Any: ...
 
 
+def special_tokens(tokenizer: Tokenizer) -> list[str]:
+    """Every text the tokenizer reads as one control token: its special tokens and all its
+    added tokens (``all_special_tokens`` omits added ones such as ``<file_sep>``, which the
+    backend still matches in plain text)."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    contents = (str(getattr(tok, "content", tok)) for tok in added.values())
+    return sorted({*tokenizer.all_special_tokens, *contents})
+
+
 def encode(tokenizer: Tokenizer, text: str) -> list[int]:
     """Token ids of ``text`` without added special tokens (special tokens written in the text
     are still recognised).

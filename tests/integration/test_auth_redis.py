@@ -397,3 +397,30 @@ async def test_no_quota_is_a_no_op(r: Redis, prefix: str) -> None:
     assert held == Reservation("free", "", 10**9, granted=False)
     assert await settle(r, prefix, held, 5) is False
     assert [k async for k in r.scan_iter(match=f"{prefix}quota:*")] == []
+
+
+async def test_the_stored_digest_is_compared_in_constant_time(
+    r: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hmac
+
+    import service.auth as auth_module
+
+    calls: list[tuple[bytes, bytes]] = []
+    compare = hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        calls.append((a, b))
+        return compare(a, b)
+
+    monkeypatch.setattr(auth_module.hmac, "compare_digest", spy)
+    key, record = await create_key(r, prefix, "acme", "ct", None, WINDOW_S)
+    assert (await authenticate(r, prefix, f"Bearer {key}")).tenant == "acme"
+    digest = key_digest(key).encode()
+    # The key is hashed, and the comparison of the hashes is hmac.compare_digest.
+    assert calls == [(digest, digest)]
+    assert key.encode() not in calls[0]
+    calls.clear()
+    with pytest.raises(Unauthorized):
+        await authenticate(r, prefix, f"Bearer {key}x")
+    assert calls == [(b"", key_digest(key + "x").encode())]  # unknown: compared all the same

@@ -1,0 +1,127 @@
+"""A dead engine is noticed by the health loop: /ready 503, the job in flight answered 503,
+the process exits 1. Each test kills the EngineCore process of its own live server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.engine import reaper
+from tests.e2e.cluster_support import Cluster, Proc, metric, wait_api, wait_worker
+
+pytestmark = pytest.mark.engine
+
+HEALTH_S = 1.0
+# A rationale long enough to be in flight when the engine dies.
+LONG = {"question": "What is 17 * 23?", "response": "17 * 23 = 391.", "reasoning_tokens": 512}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _engine_core(pid: int) -> int:
+    for child in reaper.children(pid):
+        if "EngineCore" in Path(f"/proc/{child}/cmdline").read_text(errors="replace"):
+            return child
+    raise AssertionError(f"no EngineCore child of {pid}")
+
+
+def _wait_inflight(port: int, timeout: float = 120) -> None:
+    """The precondition of each kill: a job is running in the engine."""
+    deadline = time.monotonic() + timeout
+    while metric(port, "verifier_worker_inflight_jobs") < 1:
+        assert time.monotonic() < deadline, "the long job never started"
+        time.sleep(0.1)
+
+
+def _exit_code(proc: Proc, timeout: float) -> int | None:
+    try:
+        return proc.popen.wait(timeout=timeout)
+    except Exception:
+        return None
+
+
+@pytest.fixture
+def cluster(model_dir: Path, tmp_path: Path) -> Iterator[Cluster]:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
+        "VERIFIER_QUEUE__KEY_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
+        "VERIFIER_QUEUE__ENGINE_HEALTH_S": str(HEALTH_S),
+        "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
+        "VERIFIER_LOG_LEVEL": "info",
+    }
+    c = Cluster(tmp=tmp_path, env=env, redis_port=port)
+    try:
+        yield c
+    finally:
+        for proc in [*c.workers, *c.apis]:
+            proc.stop()
+        if c.redis is not None and c.redis.poll() is None:
+            c.stop_redis()
+
+
+def test_in_process_server_notices_its_dead_engine(cluster: Cluster) -> None:
+    port = _free_port()
+    env = {"VERIFIER_REDIS_URL": ""}  # the local queue: API and worker in one process
+    server = cluster.spawn(["serve", "--port", str(port)], "serve", port, env)
+    cluster.apis.append(server)
+    wait_api(server, timeout=900)
+    url = f"http://127.0.0.1:{port}"
+    with ThreadPoolExecutor(1) as pool:
+        pending: Future[httpx.Response] = pool.submit(
+            httpx.post, url + "/v1/judge/outcome", json=LONG, timeout=300
+        )
+        _wait_inflight(port)
+        os.kill(_engine_core(server.popen.pid), signal.SIGKILL)
+        killed = time.monotonic()
+        while httpx.get(url + "/ready", timeout=5).status_code != 503:
+            assert time.monotonic() - killed < 15, "/ready still 200 15 s after the engine died"
+            time.sleep(0.2)
+        noticed = time.monotonic() - killed
+        ready = httpx.get(url + "/ready", timeout=5).json()
+        answer = pending.result(timeout=60)
+    assert "engine dead" in ready["detail"]
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["type"] == "engine_unavailable"
+    assert _exit_code(server, 120) == 1, server.log.read_text()[-3000:]
+    print(f"in-process: /ready 503 {noticed:.1f} s after the kill")  # noqa: T201
+
+
+def test_redis_worker_notices_its_dead_engine(cluster: Cluster) -> None:
+    cluster.start_redis()
+    port = _free_port()
+    api = cluster.spawn(["serve", "--no-worker", "--port", str(port)], "api", port, {})
+    cluster.apis.append(api)
+    worker = cluster.start_worker()
+    wait_api(api)
+    wait_worker(worker, timeout=900)
+    url = f"http://127.0.0.1:{port}"
+    with ThreadPoolExecutor(1) as pool:
+        pending: Future[httpx.Response] = pool.submit(
+            httpx.post, url + "/v1/judge/outcome", json=LONG, timeout=300
+        )
+        _wait_inflight(worker.port)
+        os.kill(_engine_core(worker.popen.pid), signal.SIGKILL)
+        killed = time.monotonic()
+        code = _exit_code(worker, 60)
+        exited = time.monotonic() - killed
+        answer = pending.result(timeout=60)
+    assert code == 1, worker.log.read_text()[-3000:]
+    assert "engine dead" in worker.log.read_text()
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["type"] == "engine_unavailable"
+    print(f"redis worker: exited 1 {exited:.1f} s after the kill")  # noqa: T201

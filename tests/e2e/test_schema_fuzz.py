@@ -1,0 +1,79 @@
+"""Schema fuzzing of the running session server, bounded for CI (loadtests/schema_fuzz.py is
+the long mode): every operation of /openapi.json, positive and negative examples.
+
+Checks: no 5xx, status codes, content types, headers and bodies as documented, invalid data
+refused, and no request outliving the service's deadline.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode, checks
+
+from service.config import LimitSettings
+
+# Examples per operation here; the long mode takes 200 or more.
+EXAMPLES = int(os.environ.get("VERIFIER_FUZZ_EXAMPLES", "25"))
+# A request may take its deadline plus the time to answer it: past that it outlived it.
+DEADLINE_S = LimitSettings().request_timeout_s + 5.0
+CHECKS = [
+    checks.not_a_server_error,
+    checks.status_code_conformance,
+    checks.content_type_conformance,
+    checks.response_headers_conformance,
+    checks.response_schema_conformance,
+    checks.negative_data_rejection,
+]
+
+
+@pytest.fixture(scope="module")
+def api_schema(server: Any) -> Any:
+    return schemathesis.openapi.from_url(server.url + "/openapi.json")
+
+
+def _fuzz(operation: Any, mode: GenerationMode) -> None:
+    """Hypothesis over one operation; raises on the first failing (shrunk) example."""
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,  # the same examples on every CI run; the long mode explores
+        database=None,
+    )
+    def run(case: Any) -> None:
+        response = case.call(timeout=DEADLINE_S + 30)
+        case.validate_response(response, checks=CHECKS)
+        assert response.elapsed < DEADLINE_S, "the request outlived its deadline"
+
+    run()
+
+
+# schemathesis' pytest loader (from_fixture) does not run on pytest 9: the operations are
+# enumerated here, one hypothesis run each, positive and negative examples.
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_every_operation(api_schema: Any, mode: GenerationMode) -> None:
+    failed: dict[str, str] = {}
+    tested = 0
+    for result in api_schema.get_all_operations():
+        operation = result.ok()
+        try:
+            _fuzz(operation, mode)
+        except Unsatisfiable:
+            # No invalid input exists (no parameters, or only a free-form path string).
+            assert mode is GenerationMode.NEGATIVE, operation.label
+            continue
+        except Exception as exc:  # collected, so one run reports every failing operation
+            failed[operation.label] = f"{type(exc).__name__}: {exc}"[:2000]
+        tested += 1
+    # Every operation positively; the 12 that take a body negatively too.
+    assert tested >= (19 if mode is GenerationMode.POSITIVE else 12)
+    assert not failed, "\n\n".join(f"{label}: {err}" for label, err in failed.items())
