@@ -4,7 +4,7 @@
         [--duration S] [--max-requests N] [--arrival uniform|poisson] [--smoke]
     verifier bench tradeoff [--base-url URL | --model MODEL] [--limit N] [--n 1,2,4]
         [--budgets 64,256] [--smoke]
-    verifier bench judge-throughput | judgment-cache | logit-drift | mcq-audit | mcq-throughput |
+    verifier bench fake-verdict | judge-throughput | judgment-cache | logit-drift | mcq-audit | mcq-throughput |
         mixed-load | process-modes | queue-latency | queue-overhead  [their own options]
 
 Each writes JSON (and the first two a PNG) under out/bench/ unless told otherwise.
@@ -36,6 +36,7 @@ bench_app = typer.Typer(
 OUT = Path("out/bench")
 # The older benchmarks keep their own argparse options; `verifier bench <name> --help` shows them.
 LEGACY = {
+    "fake-verdict": "fake_verdict",
     "judge-throughput": "judge_throughput",
     "judgment-cache": "judgment_cache",
     "logit-drift": "logit_drift",
