@@ -4,8 +4,9 @@
         [--duration S] [--max-requests N] [--arrival uniform|poisson] [--smoke]
     verifier bench tradeoff [--base-url URL | --model MODEL] [--limit N] [--n 1,2,4]
         [--budgets 64,256] [--smoke]
-    verifier bench fake-verdict | judge-throughput | judgment-cache | logit-drift | mcq-audit | mcq-throughput |
-        mixed-load | process-modes | queue-latency | queue-overhead  [their own options]
+    verifier bench fake-verdict | judge-throughput | judgment-cache | logit-drift | mcq-audit |
+        mcq-throughput | mixed-load | process-modes | queue-latency | queue-overhead
+        [their own options]
 
 Each writes JSON (and the first two a PNG) under out/bench/ unless told otherwise.
 """
