@@ -6,14 +6,24 @@ append the verdict marker and read the labels there (the prompt part hits the pr
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from service.engine.base import GenerateCall, GenerateResult, JudgeCall, JudgeResult, TokenUsage
+from service.engine.base import (
+    GenerateCall,
+    GenerateResult,
+    JudgeCall,
+    JudgeResult,
+    SlotLogits,
+    TokenUsage,
+)
 from service.scoring.outcome import rationale_finish
 from service.scoring.tokenizer import Tokenizer, encode
 
 Verdict = Callable[[Sequence[int]], Awaitable[tuple[float, TokenUsage]]]
+# Prompt logprobs kept per position (the engine's max_logprobs); a forced token comes on top.
+PROMPT_TOPK = 20
 Generate = Callable[[GenerateCall], Awaitable[GenerateResult]]
 
 
@@ -51,4 +61,38 @@ async def judge_one(
         rationale_tokens=gen.usage.generated_tokens,
         rationale_finish=rationale_finish(gen.finish_reason, gen.stop_reason),
         usage=gen.usage.add(usage),
+    )
+
+
+def pair_logit(
+    entry: Mapping[int, float] | None, pos_ids: Sequence[int], neg_ids: Sequence[int]
+) -> float | None:
+    """logp("1") - logp("0") from one position's top-k table; None if any variant is missing
+    (a missing variant would bias the logsumexp)."""
+    if not entry:
+        return None
+    pos = [entry[i] for i in pos_ids if i in entry]
+    neg = [entry[i] for i in neg_ids if i in entry]
+    if len(pos) < len(pos_ids) or len(neg) < len(neg_ids):
+        return None
+    return logsumexp(pos) - logsumexp(neg)
+
+
+async def fill_slots(
+    logits: list[float | None],
+    slots: Sequence[int],
+    prompt_ids: Sequence[int],
+    verdict: Verdict,
+    usage: TokenUsage,
+) -> SlotLogits:
+    """Slots whose labels were outside the top-k are re-scored exactly with ``verdict``."""
+    missing = [i for i, v in enumerate(logits) if v is None]
+    exact = await asyncio.gather(*(verdict(prompt_ids[: slots[i]]) for i in missing))
+    for i, (value, extra) in zip(missing, exact, strict=True):
+        logits[i] = value
+        usage.add(extra)
+    return SlotLogits(
+        logits=[float(v) for v in logits if v is not None],
+        exact_fallbacks=len(missing),
+        usage=usage,
     )

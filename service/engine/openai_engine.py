@@ -38,14 +38,13 @@ from service.engine.base import (
     SpanResult,
     TokenUsage,
 )
-from service.engine.judging import judge_one, logsumexp
+from service.engine.judging import PROMPT_TOPK, fill_slots, judge_one, logsumexp, pair_logit
 from service.errors import ContextTooLong, EngineFailure
 from service.scoring.prompts import token_variants
 from service.scoring.tokenizer import Tokenizer, encode
 
 logger = logging.getLogger(__name__)
 
-PROMPT_TOPK = 20  # as the in-process engine: the forced token comes on top of these
 RETRY_STATUSES = (429, 502, 503, 504)
 MAX_RETRY_AFTER_S = 30.0
 PROBE_TEXT = "Verdict: "
@@ -321,27 +320,10 @@ class OpenAIEngine:
         is outside the top-k is re-scored exactly with ``logprob_token_ids``."""
         table, usage = await self._prompt_logprobs(prompt_ids, PROMPT_TOPK)
         logits: list[float | None] = [
-            self._pair_logit(table[s] if s < len(table) else None) for s in slots
+            pair_logit(table[s] if s < len(table) else None, self._pos_ids, self._neg_ids)
+            for s in slots
         ]
-        missing = [i for i, v in enumerate(logits) if v is None]
-        exact = await asyncio.gather(*(self._verdict(prompt_ids[: slots[i]]) for i in missing))
-        for i, (value, extra) in zip(missing, exact, strict=True):
-            logits[i] = value
-            usage.add(extra)
-        return SlotLogits(
-            logits=[float(v) for v in logits if v is not None],
-            exact_fallbacks=len(missing),
-            usage=usage,
-        )
-
-    def _pair_logit(self, entry: dict[int, float] | None) -> float | None:
-        if not entry:
-            return None
-        pos = [entry[i] for i in self._pos_ids if i in entry]
-        neg = [entry[i] for i in self._neg_ids if i in entry]
-        if len(pos) < len(self._pos_ids) or len(neg) < len(self._neg_ids):
-            return None
-        return logsumexp(pos) - logsumexp(neg)
+        return await fill_slots(logits, slots, prompt_ids, self._verdict, usage)
 
     async def _span_one(self, call: SpanCall) -> SpanResult:
         ids = list(call.prompt_ids)

@@ -30,7 +30,7 @@ from service.engine.base import (
     TokenUsage,
 )
 from service.engine.device import detect_device, resolve_dtype
-from service.engine.judging import judge_one, logsumexp
+from service.engine.judging import PROMPT_TOPK, fill_slots, judge_one, logsumexp, pair_logit
 from service.engine.reaper import start_reaper
 from service.errors import EngineFailure, EngineUnavailable
 from service.scoring.prompts import token_variants
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CPU_BLOCK_SIZE = 32  # the smallest the CPU attention backend takes (multiples of 32)
-PROMPT_TOPK = 20  # engine max_logprobs; the forced token comes on top of these
 POSITIVE_LABEL = "1"
 NEGATIVE_LABEL = "0"
 SHUTDOWN_TIMEOUT_S = 60.0
@@ -263,27 +262,9 @@ class VLLMEngine:
         logits: list[float | None] = []
         for slot in slots:
             entry = table[slot] if slot < len(table) else None
-            logits.append(self._pair_logit(entry))
-        missing = [i for i, v in enumerate(logits) if v is None]
-        exact = await asyncio.gather(*(self._verdict(prompt_ids[: slots[i]]) for i in missing))
-        for i, (value, extra) in zip(missing, exact, strict=True):
-            logits[i] = value
-            usage.add(extra)
-        return SlotLogits(
-            logits=[float(v) for v in logits if v is not None],
-            exact_fallbacks=len(missing),
-            usage=usage,
-        )
-
-    def _pair_logit(self, entry: dict[int, Any] | None) -> float | None:
-        if not entry:
-            return None
-        pos = [entry[i].logprob for i in self._pos_ids if i in entry]
-        neg = [entry[i].logprob for i in self._neg_ids if i in entry]
-        # Every variant must be present: a missing variant would bias the logsumexp.
-        if len(pos) < len(self._pos_ids) or len(neg) < len(self._neg_ids):
-            return None
-        return logsumexp(pos) - logsumexp(neg)
+            values = {i: lp.logprob for i, lp in entry.items()} if entry else None
+            logits.append(pair_logit(values, self._pos_ids, self._neg_ids))
+        return await fill_slots(logits, slots, prompt_ids, self._verdict, usage)
 
     async def _options_one(self, call: OptionCall) -> OptionResult:
         from vllm import SamplingParams
