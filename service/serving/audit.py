@@ -52,6 +52,7 @@ class AuditServing:
     def __init__(self, engine: Engine, model_name: str) -> None:
         self._engine = engine
         self._model = model_name
+        self._letter_ids: dict[int, list[list[int]]] = {}
         self._special = special_tokens(engine.tokenizer)
 
     # -- prompts ----------------------------------------------------------------------------
@@ -65,7 +66,9 @@ class AuditServing:
         return prompts.defuse(text, (), self._special)
 
     def _letters(self, k: int) -> list[list[int]]:
-        return prompts.letter_variant_ids(self._engine.tokenizer, k)
+        if k not in self._letter_ids:
+            self._letter_ids[k] = prompts.letter_variant_ids(self._engine.tokenizer, k)
+        return self._letter_ids[k]
 
     def _ids(self, text: str) -> list[int]:
         return encode(self._engine.tokenizer, text)

@@ -140,24 +140,28 @@ class MCQServing:
         self, items: Sequence[MCQItem], usage: TokenUsage
     ) -> list[list[float] | None]:
         """Given values as they are; 'model': the question-free proxy, min-max per item."""
-        wanted = [it for it in items if it.popularity == "model"]
+        wanted = [it.options for it in items if it.popularity == "model"]
+        proxies = iter(await self.model_popularity(wanted, usage))
+        return [next(proxies) if it.popularity == "model" else it.popularity for it in items]
+
+    async def model_popularity(
+        self, groups: Sequence[Sequence[str]], usage: TokenUsage
+    ) -> list[list[float]]:
+        """Per group of texts: the question-free mean logprob of each, min-max over the group."""
         calls = []
-        for item in wanted:
-            for option in item.options:
-                ids, start = prompts.popularity_ids(self._engine.tokenizer, option)
+        for group in groups:
+            for text in group:
+                ids, start = prompts.popularity_ids(self._engine.tokenizer, text)
                 calls.append(SpanCall(ids, start))
         spans = await self._engine.span_logprobs(calls) if calls else []
         for s in spans:
             usage.add(s.usage)
-        out: list[list[float] | None] = []
-        cursor = 0
-        for item in items:
-            if item.popularity == "model":
-                means = [s.mean_logprob for s in spans[cursor : cursor + item.k]]
-                cursor += item.k
-                out.append(debias.min_max(means))
-            else:
-                out.append(item.popularity)
+        out, cursor = [], 0
+        for group in groups:
+            out.append(
+                debias.min_max([s.mean_logprob for s in spans[cursor : cursor + len(group)]])
+            )
+            cursor += len(group)
         return out
 
     async def content_free(self, k: int, usage: TokenUsage) -> list[float]:

@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from service.engine.base import Engine, SpanCall, TokenUsage
+from service.engine.base import Engine, TokenUsage
 from service.protocol import Usage
 from service.protocol_audit import (
     PopMCQBuiltItem,
@@ -22,7 +22,7 @@ from service.protocol_audit import (
     finite_or_none,
 )
 from service.protocol_mcq import MCQItem
-from service.scoring import debias, popmcq, prompts
+from service.scoring import debias, popmcq
 from service.scoring.popmcq_build import (
     PAPER_MIN_CANDIDATES,
     PAPER_REQUIRED,
@@ -42,27 +42,10 @@ class PopMCQServing:
         self._model = model_name
         self._mcq = mcq
 
-    async def _model_popularity(self, req: PopMCQRequest, usage: TokenUsage) -> list[list[float]]:
-        """Per question: min-max of the question-free mean logprob of answer and candidates."""
-        tok = self._engine.tokenizer
-        texts = [[it.answer.text, *(c.text for c in it.candidates)] for it in req.items]
-        calls = []
-        for row in texts:
-            for text in row:
-                ids, start = prompts.popularity_ids(tok, text)
-                calls.append(SpanCall(ids, start))
-        spans = await self._engine.span_logprobs(calls)
-        for s in spans:
-            usage.add(s.usage)
-        out, cursor = [], 0
-        for row in texts:
-            out.append(debias.min_max([s.mean_logprob for s in spans[cursor : cursor + len(row)]]))
-            cursor += len(row)
-        return out
-
     async def _pool(self, req: PopMCQRequest, usage: TokenUsage) -> list[PoolItem]:
         if req.popularity == "model":
-            pops = await self._model_popularity(req, usage)
+            texts = [[it.answer.text, *(c.text for c in it.candidates)] for it in req.items]
+            pops = await self._mcq.model_popularity(texts, usage)
         else:
             pops = [
                 [float(it.answer.popularity or 0.0)]
