@@ -21,8 +21,15 @@ from tests.e2e.cluster_support import Cluster, Proc, metric, wait_api, wait_work
 pytestmark = pytest.mark.engine
 
 HEALTH_S = 1.0
-# A rationale long enough to be in flight when the engine dies.
-LONG = {"question": "What is 17 * 23?", "response": "17 * 23 = 391.", "reasoning_tokens": 512}
+# Reasoning mode: a rationale of up to 512 tokens keeps the job in flight for seconds (a direct
+# judgment ends in about 0.1 s, between two polls of the in-flight gauge); never from the cache.
+LONG = {
+    "question": "What is 17 * 23?",
+    "response": "17 * 23 = 391.",
+    "mode": "reasoning",
+    "reasoning_tokens": 512,
+    "cache": False,
+}
 
 
 def _free_port() -> int:
