@@ -2,7 +2,10 @@
 
 Every operation, positive and negative examples, all phases (stateful included: links are
 inferred from the responses), at least 200 examples per operation; prints the counts and
-writes the JSON report. The bounded CI mode is tests/e2e/test_schema_fuzz.py.
+writes the JSON report. The served side is counted too: the service's own
+``verifier_requests_total`` before and after the run gives the requests each route answered,
+by status, so "at least --examples per operation" and "no 5xx" are checked where they happen.
+The bounded CI mode is tests/e2e/test_schema_fuzz.py.
 
 Start a service with auth on and the Redis queue, make a key, then:
 
@@ -18,7 +21,11 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 # What "positive_data_acceptance" and "unsupported_method" check is left out: the schema does
 # not spell "not blank" (a 422 for a whitespace-only text is by design), and TRACE/OPTIONS
@@ -26,6 +33,29 @@ from pathlib import Path
 EXCLUDED = "positive_data_acceptance,unsupported_method"
 # The service's own deadline (VERIFIER_LIMITS__REQUEST_TIMEOUT_S) plus the time to answer.
 DEFAULT_MAX_RESPONSE_S = 305.0
+
+
+def served(url: str, headers: dict[str, str]) -> Counter[tuple[str, str]]:
+    """``verifier_requests_total`` as {(route, status): count}, read from the service."""
+    r = httpx.get(f"{url}/metrics", headers=headers, timeout=30)
+    r.raise_for_status()
+    return Counter(
+        {
+            (s.labels["endpoint"], s.labels["status"]): int(s.value)
+            for family in text_string_to_metric_families(r.text)
+            if family.name == "verifier_requests"
+            for s in family.samples
+            if s.name == "verifier_requests_total"
+        }
+    )
+
+
+def by_route(delta: Counter[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    routes: dict[str, dict[str, int]] = {}
+    for (route, status), n in sorted(delta.items()):
+        if n > 0:
+            routes.setdefault(route, {})[status] = n
+    return routes
 
 
 def main() -> int:
@@ -64,9 +94,13 @@ def main() -> int:
     if args.max_time:
         cmd += ["--max-time", str(args.max_time)]
     key = os.environ.get("VERIFIER_API_KEY")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     if key:
         cmd[3:3] = ["-H", f"Authorization: Bearer {key}"]
+    before = served(args.url, headers)
     run = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    routes = by_route(served(args.url, headers) - before)
+    paths = httpx.get(f"{args.url}/openapi.json", timeout=30).json()["paths"]
     if not args.report.exists():
         sys.stderr.write(run.stdout[-4000:] + run.stderr[-4000:])
         return 2
@@ -81,10 +115,18 @@ def main() -> int:
         "seconds": round(report["running_time"], 1),
         "stop_reason": report["stop_reason"],
         "failures": {f"{f['code']} {f['title']}": f["count"] for f in report["failures"]},
+        "errors": {e["title"]: e["count"] for e in report["errors"]},
         "phases": {name: p["status"] for name, p in report["phases"].items()},
+        # Served by the service during the run (its own counter), per route and status.
+        "served": routes,
+        "served_5xx": sum(n for r in routes.values() for st, n in r.items() if st >= "500"),
+        "paths_under_examples": sorted(
+            p for p in paths if sum(routes.get(p, {}).values()) < args.examples
+        ),
     }
     print(json.dumps(summary, indent=2))  # noqa: T201
-    return 0 if not report["failures"] and not cases["errored"] else 1
+    ok = not report["failures"] and not cases["errored"] and not summary["served_5xx"]
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

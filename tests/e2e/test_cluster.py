@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import _free_port
 from tests.e2e.cluster_support import (
@@ -223,6 +224,40 @@ def test_token_metrics_equal_usage(cluster: Cluster) -> None:
     ):
         spent = sum(r.json()["usage"][field_name] for r in responses)
         assert metric_kind(port, key, kind) - before[kind] == spent, kind
+
+
+def test_tenant_metric_labels_never_cross(cluster: Cluster) -> None:
+    """Two keys, by trying: each tenant's tokens land under its own label and nowhere else."""
+    port = cluster.apis[0].port
+    alpha, beta = cluster.keys["alpha"], cluster.keys["beta"]
+    for mine, theirs, name, other, offset in (
+        (alpha, beta, "alpha", "beta", 5000),
+        (beta, alpha, "beta", "alpha", 5100),
+    ):
+        before = budget_by_tenant(port, theirs)
+        responses = fire(cluster.url, mine, 4, offset=offset)
+        assert all(r.status_code == 200 for r in responses), [r.text for r in responses]
+        after = budget_by_tenant(port, theirs)  # read with the other tenant's key
+        spent = sum(r.json()["usage"]["total_tokens"] for r in responses)
+        assert spent > 0
+        assert after[(name, "spent")] - before.get((name, "spent"), 0.0) == spent
+        assert after[(name, "granted")] > before.get((name, "granted"), 0.0)
+        untouched = {k: v for k, v in after.items() if k[0] == other}
+        assert untouched == {k: v for k, v in before.items() if k[0] == other}
+        assert not {k[0] for k in after} - {"alpha", "beta", "quota"}, after
+
+
+def budget_by_tenant(port: int, key: str) -> dict[tuple[str, str], float]:
+    """``verifier_budget_tokens_total`` as {(tenant, outcome): value}."""
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=auth(key), timeout=10)
+    assert r.status_code == 200, r.text
+    return {
+        (s.labels["tenant"], s.labels["outcome"]): s.value
+        for family in text_string_to_metric_families(r.text)
+        if family.name == "verifier_budget_tokens"
+        for s in family.samples
+        if s.name == "verifier_budget_tokens_total"
+    }
 
 
 def metric_kind(port: int, key: str, kind: str) -> float:
