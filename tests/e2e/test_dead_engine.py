@@ -21,13 +21,17 @@ from tests.e2e.cluster_support import Cluster, Proc, metric, wait_api, wait_work
 pytestmark = pytest.mark.engine
 
 HEALTH_S = 1.0
-# Reasoning mode: a rationale of up to 512 tokens keeps the job in flight for seconds (a direct
-# judgment ends in about 0.1 s, between two polls of the in-flight gauge); never from the cache.
+# The job must still run when the engine is killed, on any CPU and dtype. A reasoning judgment
+# is not long enough: the model may write the verdict marker after a few tokens (21 tokens,
+# under a second, on one machine). A rerank of 8 long documents in direct mode is all prefill:
+# no early stop, about 15 s here, and never from the judgment cache.
+LONG_URL = "/v1/rerank"
 LONG = {
-    "question": "What is 17 * 23?",
-    "response": "17 * 23 = 391.",
-    "mode": "reasoning",
-    "reasoning_tokens": 512,
+    "query": "Which list is sorted?",
+    "documents": [
+        " ".join(str(1000 + (i * 7919 + j * 104729) % 9000) for j in range(500)) for i in range(8)
+    ],
+    "method": "outcome",
     "cache": False,
 }
 
@@ -45,12 +49,14 @@ def _engine_core(pid: int) -> int:
     raise AssertionError(f"no EngineCore child of {pid}")
 
 
-def _wait_inflight(port: int, timeout: float = 120) -> None:
-    """The precondition of each kill: a job is running in the engine."""
+def _wait_inflight(port: int, pending: Future[httpx.Response], timeout: float = 120) -> None:
+    """The precondition of each kill: the long job is running in the engine, not answered."""
     deadline = time.monotonic() + timeout
     while metric(port, "verifier_worker_inflight_jobs") < 1:
+        assert not pending.done(), f"the long job ended before the kill: {pending.result().text}"
         assert time.monotonic() < deadline, "the long job never started"
         time.sleep(0.1)
+    assert not pending.done(), "the long job ended before the kill"
 
 
 def _exit_code(proc: Proc, timeout: float) -> int | None:
@@ -90,9 +96,9 @@ def test_in_process_server_notices_its_dead_engine(cluster: Cluster) -> None:
     url = f"http://127.0.0.1:{port}"
     with ThreadPoolExecutor(1) as pool:
         pending: Future[httpx.Response] = pool.submit(
-            httpx.post, url + "/v1/judge/outcome", json=LONG, timeout=300
+            httpx.post, url + LONG_URL, json=LONG, timeout=300
         )
-        _wait_inflight(port)
+        _wait_inflight(port, pending)
         os.kill(_engine_core(server.popen.pid), signal.SIGKILL)
         killed = time.monotonic()
         while httpx.get(url + "/ready", timeout=5).status_code != 503:
@@ -119,9 +125,9 @@ def test_redis_worker_notices_its_dead_engine(cluster: Cluster) -> None:
     url = f"http://127.0.0.1:{port}"
     with ThreadPoolExecutor(1) as pool:
         pending: Future[httpx.Response] = pool.submit(
-            httpx.post, url + "/v1/judge/outcome", json=LONG, timeout=300
+            httpx.post, url + LONG_URL, json=LONG, timeout=300
         )
-        _wait_inflight(worker.port)
+        _wait_inflight(worker.port, pending)
         os.kill(_engine_core(worker.popen.pid), signal.SIGKILL)
         killed = time.monotonic()
         code = _exit_code(worker, 60)
