@@ -1,0 +1,195 @@
+"""Redis loss window over HTTP: kill -9 Redis under load, count accepted requests never answered.
+
+The whole service: a private redis-server, one ``verifier serve --no-worker`` API and one
+``verifier worker`` with its engine (auth off), direct judgments sent open loop at ``--rate``
+for ``--seconds`` with distinct texts (judgment cache skipped). Halfway, Redis is killed with
+SIGKILL and restarted at once on the same port and directory. Both persistence modes run
+against the same API and worker (a new Redis each, on the same port: the processes reconnect
+as after any restart), so the engine starts once.
+
+What each caller sees first: 200 (answered), or a typed 503 ``queue_unavailable`` (Redis went
+away while the API queued the job or waited for its result; the job may still run). Each caller
+sends an ``Idempotency-Key`` and retries a 503 every second with the same key until an answer or
+``--request-timeout``, as the client library does. A retry answered as a replay
+(``Idempotent-Replayed: true``) got the result of the job accepted before the kill; a retry
+answered by a fresh run means that job was lost with Redis (or never queued), and it ran again.
+``never_answered`` counts callers with no 200 by their deadline.
+
+    python loadtests/redis_loss_http.py [--rate 4] [--seconds 30] [--request-timeout 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from loadtests.judge_throughput import process, wait_ok
+from loadtests.redis_loss import MODES, _start_redis
+
+_COUNTER = iter(range(10**9))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _body(mode: str) -> dict[str, Any]:
+    i = next(_COUNTER)
+    a, b = 100 + i % 900, 7 + i % 13
+    return {
+        "question": f"What is {a} + {b}? ({mode} item {i})",
+        "response": f"{a} + {b} = {a + b}. The answer is {a + b}.",
+        "cache": False,
+    }
+
+
+async def _depth(client: httpx.AsyncClient) -> float | None:
+    """The API's verifier_queue_depth (read from Redis), or None if it cannot be read."""
+    with contextlib.suppress(httpx.HTTPError):
+        text = (await client.get("/metrics", timeout=5)).text
+        for family in text_string_to_metric_families(text):
+            if family.name == "verifier_queue_depth":
+                return float(family.samples[0].value)
+    return None
+
+
+async def _answers(client: httpx.AsyncClient, name: str, timeout: float = 300) -> None:
+    """One judgment end to end: the API and the worker are on the new Redis."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(httpx.TransportError):
+            r = await client.post("/v1/judge/outcome", json=_body(name), timeout=60)
+            if r.status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError("the service did not answer on the new Redis; see the logs")
+        await asyncio.sleep(1)
+
+
+async def run_mode(
+    name: str, url: str, redis_port: int, rate: float, seconds: float, data: Path, deadline_s: float
+) -> dict[str, Any]:
+    redis = _start_redis(redis_port, data, MODES[name])
+    status: Counter[str] = Counter()  # each caller's first answer
+    retried: Counter[str] = (
+        Counter()
+    )  # first answer -> final answer, for callers not served at once
+    latency: dict[str, list[float]] = {}
+    async with httpx.AsyncClient(base_url=url, timeout=None) as client:
+        await _answers(client, name)  # before the clock runs
+
+        async def send(scheduled: float) -> None:
+            """One caller: the first answer, then idempotent retries of a 503 (as the client
+            library does) until an answer or the deadline."""
+            body, headers = _body(name), {"Idempotency-Key": uuid.uuid4().hex}
+            first: str | None = None
+            while True:
+                try:
+                    r = await client.post("/v1/judge/outcome", json=body, headers=headers)
+                    got = str(r.status_code)
+                    if r.status_code != 200:
+                        got += " " + str(r.json().get("error", {}).get("type"))
+                except httpx.TransportError as exc:
+                    got = f"transport {type(exc).__name__}"
+                first = first or got
+                late = time.monotonic() - scheduled > deadline_s
+                if got == "200" or late or not got.startswith(("503", "transport")):
+                    break
+                await asyncio.sleep(1)
+            status[first] += 1
+            if first != "200":
+                replayed = got == "200" and r.headers.get("Idempotent-Replayed") == "true"
+                retried[f"{first} -> {got}{' (replayed)' if replayed else ''}"] += 1
+            latency.setdefault(got, []).append(round(time.monotonic() - scheduled, 2))
+
+        tasks = []
+        start = time.monotonic()
+        depth_at_kill = None
+        for k in range(int(rate * seconds)):
+            delay = start + k / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if depth_at_kill is None and time.monotonic() - start >= seconds / 2:
+                depth_at_kill = await _depth(client)
+                redis.kill()  # SIGKILL
+                redis.wait()
+                redis = _start_redis(redis_port, data, MODES[name])
+            tasks.append(asyncio.create_task(send(time.monotonic())))
+        await asyncio.gather(*tasks)
+    redis.kill()
+    redis.wait()
+    return {
+        "mode": name,
+        "sent": len(tasks),
+        "queue_depth_at_kill": depth_at_kill,
+        "first_answer": dict(sorted(status.items())),
+        "after_retries": dict(sorted(retried.items())),
+        "never_answered": sum(
+            n for k, n in retried.items() if not k.endswith(("200", "(replayed)"))
+        ),
+        "max_latency_s": {k: max(v) for k, v in sorted(latency.items())},
+    }
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", type=float, default=4.0, help="requests per second, open loop")
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--request-timeout", type=float, default=120.0, help="the service's deadline")
+    ap.add_argument("--logs", type=Path, default=Path("redis_loss_http_logs"))
+    args = ap.parse_args()
+    args.logs.mkdir(parents=True, exist_ok=True)
+    redis_port, api_port = _free_port(), _free_port()
+    env = {
+        **os.environ,
+        "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "VERIFIER_LIMITS__REQUEST_TIMEOUT_S": str(args.request_timeout),
+        "VERIFIER_AUTH__ENABLED": "false",
+        "VERIFIER_LOG_LEVEL": "info",
+    }
+    cli = [sys.executable, "-m", "service.cli"]
+    url = f"http://127.0.0.1:{api_port}"
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        # A first Redis only lets the processes start; each mode then gets its own.
+        (Path(tmp) / "boot").mkdir()
+        boot = _start_redis(redis_port, Path(tmp) / "boot", MODES["none"])
+        with (
+            process(
+                [*cli, "serve", "--no-worker", "--port", str(api_port)], env, args.logs / "api.log"
+            ),
+            process([*cli, "worker"], env, args.logs / "worker.log") as worker,
+        ):
+            await wait_ok(f"{url}/ready", worker, args.logs / "worker.log")
+            boot.kill()
+            boot.wait()
+            for name in MODES:
+                data = Path(tmp) / name
+                data.mkdir()
+                results.append(
+                    await run_mode(
+                        name, url, redis_port, args.rate, args.seconds, data, args.request_timeout
+                    )
+                )
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
