@@ -30,7 +30,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 
-from service.errors import InvalidRequest
+from service.errors import BudgetTooSmall
 from service.protocol import (
     OutcomeRequest,
     ProcessRequest,
@@ -64,7 +64,6 @@ __all__ = [
     "SPLIT_OVERHEAD",
     "ZERO",
     "BudgetPlan",
-    "BudgetTooSmall",
     "Estimate",
     "estimate",
     "estimate_text_tokens",
@@ -409,17 +408,6 @@ def estimate(kind: str, req: BaseModel) -> Estimate:
 
 
 # --- budget policy -------------------------------------------------------------------------
-
-
-class BudgetTooSmall(InvalidRequest):
-    """The request's estimate is over its ``max_eval_tokens`` (and could not be degraded)."""
-
-    type = "budget_too_small"
-
-    def __init__(self, message: str, *, estimate: int, limit: int) -> None:
-        super().__init__(message)
-        self.estimate = estimate
-        self.limit = limit
 
 
 @dataclass(frozen=True)

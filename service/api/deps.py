@@ -19,7 +19,7 @@ import service.budget as budget
 from service.auth import KeyRecord, Reservation, reserve, settle
 from service.calibrations import CalibrationStore, MemoryCalibrations
 from service.config import LimitSettings, Settings
-from service.errors import InvalidRequest, NotReady, PayloadTooLarge
+from service.errors import BudgetTooSmall, InvalidRequest, NotReady, PayloadTooLarge
 from service.protocol import BudgetInfo, JudgeOptions, Usage
 from service.queue.base import Job, JobQueue, new_job_id
 from service.queue.worker import Worker
@@ -119,7 +119,7 @@ def tenant_name(request: Request) -> str:
 def _plan(state: AppState, kind: str, req: BaseModel, tenant: str) -> budget.BudgetPlan:
     try:
         plan = budget.plan(kind, req)
-    except budget.BudgetTooSmall as exc:
+    except BudgetTooSmall as exc:
         state.metrics.budget(tenant, "refused").inc(exc.estimate)
         state.metrics.decision(tenant, "refused").inc()
         raise
