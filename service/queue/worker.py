@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from service.aio import bounded, wait_bounded
 from service.config import QueueSettings
 from service.diagnostics import log_tasks
-from service.errors import QueueUnavailable, ServiceError
+from service.errors import DeadlineExceeded, QueueUnavailable, ServiceError
 from service.queue.base import Delivery, Handler, Job, JobOutcome, JobQueue, Renewable
 
 logger = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ class Worker:
                 # A CancelledError that no deadline of ours raised leaked out of the handler.
                 job = delivery.job
                 logger.error("job %s (%s) was cancelled by its handler", job.id, job.kind)
-                outcome = JobOutcome.failure(500, "internal_error", "the job was cancelled")
+                outcome = JobOutcome.from_error(ServiceError("the job was cancelled"))
             await self._answer(delivery, outcome)
         finally:
             self._release(delivery)
@@ -236,7 +236,7 @@ class Worker:
         except TimeoutError as exc:
             if deadline.expired():
                 msg = f"job {job.id} ({job.kind}) ran past its deadline"
-                return JobOutcome.failure(504, "deadline_exceeded", msg)
+                return JobOutcome.from_error(DeadlineExceeded(msg))
             return _crashed(job, exc)
         except ServiceError as exc:
             return JobOutcome.from_error(exc)
@@ -244,7 +244,7 @@ class Worker:
             return _crashed(job, exc)
         if not isinstance(outcome, JobOutcome):
             logger.error("handler for %s returned %s, not a JobOutcome", job.kind, type(outcome))
-            return JobOutcome.failure(500, "internal_error", "the handler returned no outcome")
+            return JobOutcome.from_error(ServiceError("the handler returned no outcome"))
         return outcome
 
     async def _complete(self, delivery: Delivery, outcome: JobOutcome) -> None:
@@ -335,7 +335,7 @@ class Worker:
             job = entry.delivery.job
             msg = f"job {job.id} ({job.kind}) ran past its deadline; the worker is restarting"
             await bounded(
-                self._answer(entry.delivery, JobOutcome.failure(504, "deadline_exceeded", msg)),
+                self._answer(entry.delivery, JobOutcome.from_error(DeadlineExceeded(msg))),
                 self._settings.redis_timeout_s * 3,
                 f"answering wedged job {job.id}",
             )
@@ -370,4 +370,4 @@ def _cancelled() -> bool:
 def _crashed(job: Job, exc: Exception) -> JobOutcome:
     logger.error("job %s (%s) failed", job.id, job.kind, exc_info=exc)
     # The client sees the exception class only; details stay in the log.
-    return JobOutcome.failure(500, "internal_error", f"the job failed: {type(exc).__name__}")
+    return JobOutcome.from_error(ServiceError(f"the job failed: {type(exc).__name__}"))
