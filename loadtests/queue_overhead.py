@@ -16,15 +16,15 @@ import time
 import uuid
 
 from service.config import QueueSettings
-from service.queue.base import Job, JobOutcome, JobQueue, new_job_id
+from service.queue.base import Job, JobQueue, JobResult, new_job_id
 from service.queue.local import LocalQueue
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
 from service.redis_client import connect
 
 
-async def instant(job: Job) -> JobOutcome:
-    return JobOutcome.success({"id": job.id})
+async def instant(job: Job) -> JobResult:
+    return JobResult.success({"id": job.id})
 
 
 async def measure(queue: JobQueue, settings: QueueSettings, jobs: int) -> tuple[float, float]:
@@ -33,7 +33,7 @@ async def measure(queue: JobQueue, settings: QueueSettings, jobs: int) -> tuple[
     latencies = []
     for _ in range(jobs):
         start = time.perf_counter()
-        job = Job(id=new_job_id(), kind="bench", payload={}, deadline=time.time() + 30)
+        job = Job(id=new_job_id(), kind="outcome", payload={}, deadline=time.time() + 30)
         (await queue.submit(job)).raise_for_error()
         latencies.append(1000 * (time.perf_counter() - start))
     worker.stop()

@@ -39,7 +39,8 @@ from service.queue.base import JobQueue
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
 from service.serving.cache import JudgmentStore, MemoryStore, RedisStore
-from service.serving.services import JobRunner, Services
+from service.serving.handler import JobRunner
+from service.serving.services import Services
 from service.telemetry import Metrics
 
 logger = logging.getLogger(__name__)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.auth import AuthSettings
+from service.queue.kinds import JobKind
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 
@@ -144,8 +145,8 @@ class QueueSettings(BaseModel):
         description="How often a process that runs an engine checks that it is alive; a dead "
         "engine turns /ready 503, stops the worker and exits the process 1. 0=off.",
     )
-    fault_crash_kind: str = Field(
-        default="",
+    fault_crash_kind: JobKind | None = Field(
+        default=None,
         description="Fault injection for tests: a worker exits at once on a job of this kind.",
     )
 

@@ -4,7 +4,7 @@ With the default prefix ``verifier:``::
 
     verifier:jobs                      stream of job JSON (field "job"), consumer group "workers"
     verifier:dead                      dead-letter stream (job JSON, entry id, deliveries)
-    verifier:result:<tenant>:<id>      string, the JobOutcome JSON; SET NX + EX result_ttl_s
+    verifier:result:<tenant>:<id>      string, the JobResult JSON; SET NX + EX result_ttl_s
     verifier:notify:<tenant>:<id>      list the submitter BLPOPs; same TTL as the result
     verifier:cancel:<id>               marker: the submitter gave up, workers skip the job
     verifier:idem:<tenant>:<key>       idempotency record -> job id; EX result_ttl_s

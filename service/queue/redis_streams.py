@@ -41,7 +41,7 @@ from redis import exceptions as rex
 
 from service.config import QueueSettings
 from service.errors import DeadlineExceeded, JobFailed, Overloaded, ServiceError
-from service.queue.base import BatchBudget, Delivery, Job, JobOutcome, check_pull_args
+from service.queue.base import BatchBudget, Delivery, Job, JobResult, check_pull_args
 from service.queue.keys import DEAD_MAXLEN, GROUP, JOB_FIELD, Keys
 from service.redis_client import connect, unavailable
 
@@ -62,7 +62,7 @@ redis.call('XADD', KEYS[1], '*', ARGV[4], ARGV[1])
 return ARGV[2]
 """
 
-# KEYS: result, notify, stream, [dead]. ARGV: outcome, ttl, group, entry id,
+# KEYS: result, notify, stream, [dead]. ARGV: result, ttl, group, entry id,
 # [job json, deliveries, dead maxlen]. Returns 1 if this write won.
 _COMPLETE_LUA = """
 local won = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2])
@@ -131,9 +131,9 @@ class RedisQueue:
     Example::
 
         queue = RedisQueue(settings.redis_url, settings.queue, consumer=f"{host}-{pid}")
-        outcome = await queue.submit(job)  # API side
+        result = await queue.submit(job)  # API side
         batch = await queue.pull(32, 65_536, block_ms=1000)  # worker side
-        await queue.complete(batch[0], JobOutcome.success({...}))
+        await queue.complete(batch[0], JobResult.success({...}))
         await queue.close()
 
     ``consumer`` must be unique per worker process (it owns the entries it reads), and one
@@ -176,7 +176,7 @@ class RedisQueue:
 
     # -- API side ---------------------------------------------------------------------
 
-    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobOutcome:
+    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobResult:
         if job.expired():
             raise DeadlineExceeded(f"job {job.id} was submitted after its deadline")
         idem = None if idempotency_key is None else self.keys.idem(job.tenant, idempotency_key)
@@ -204,41 +204,41 @@ class RedisQueue:
                 retry_after=RETRY_AFTER_S,
             )
 
-    async def _wait_own(self, job: Job, idem: str | None) -> JobOutcome:
+    async def _wait_own(self, job: Job, idem: str | None) -> JobResult:
         try:
-            outcome = await self._wait_result(job.tenant, job.id, job.deadline, idem is not None)
+            result = await self._wait_result(job.tenant, job.id, job.deadline, idem is not None)
         except asyncio.CancelledError:
             # The client went away: tell workers to skip the job, then keep cancelling.
             await self._give_up(job, idem)
             raise
-        if outcome is None:
+        if result is None:
             await self._give_up(job, idem)
             raise DeadlineExceeded(
                 f"job {job.id} ({job.kind}) missed its deadline; retry with a longer "
                 "timeout or a smaller request"
             )
-        return outcome
+        return result
 
-    async def _wait_for_owner(self, job: Job, owner_id: str) -> JobOutcome:
+    async def _wait_for_owner(self, job: Job, owner_id: str) -> JobResult:
         """Another request with the same idempotency key runs the job: wait for its result."""
-        outcome = await self._wait_result(job.tenant, owner_id, job.deadline, True)
-        if outcome is None:
+        result = await self._wait_result(job.tenant, owner_id, job.deadline, True)
+        if result is None:
             # Not our job to cancel: its first submitter still waits for it.
             raise DeadlineExceeded(
                 f"job {owner_id} (same idempotency key) did not finish before this deadline"
             )
-        return outcome.as_replay()
+        return result.as_replay()
 
     async def _wait_result(
         self, tenant: str, job_id: str, deadline: float, shared: bool
-    ) -> JobOutcome | None:
-        """The job's outcome, or None once ``deadline`` has passed."""
+    ) -> JobResult | None:
+        """The job's result, or None once ``deadline`` has passed."""
         result_key = self.keys.result(tenant, job_id)
         notify_key = self.keys.notify(tenant, job_id)
         while True:
             raw = await self._redis.get(result_key)
             if raw is not None:
-                return JobOutcome.from_json(raw)
+                return JobResult.from_json(raw)
             remaining = deadline - time.time()
             if remaining <= 0:
                 return None
@@ -249,11 +249,11 @@ class RedisQueue:
                 # Several callers may wait on one job (idempotency): pass the wake-up on.
                 await self._rearm(notify_key)
 
-    async def lookup(self, tenant: str, job_id: str) -> JobOutcome | None:
+    async def lookup(self, tenant: str, job_id: str) -> JobResult | None:
         """A stored result, only under the tenant that submitted it (keys are tenant-scoped)."""
         with unavailable("lookup"):
             raw = await self._redis.get(self.keys.result(tenant, job_id))
-        return None if raw is None else JobOutcome.from_json(raw)
+        return None if raw is None else JobResult.from_json(raw)
 
     async def _rearm(self, notify_key: str) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
@@ -432,25 +432,25 @@ class RedisQueue:
             f"job {job.id} ({job.kind}) crashed workers {self._settings.max_deliveries} times "
             "and was dead-lettered; check the worker logs"
         )
-        await self._finish(delivery, JobOutcome.from_error(error), dead=True)
+        await self._finish(delivery, JobResult.from_error(error), dead=True)
         self.dead += 1
 
-    async def complete(self, delivery: Delivery, outcome: JobOutcome) -> bool:
+    async def complete(self, delivery: Delivery, result: JobResult) -> bool:
         with unavailable("complete"):
-            won = await self._finish(delivery, outcome, dead=False)
+            won = await self._finish(delivery, result, dead=False)
         if not won:
             self.duplicate_results += 1
             logger.info("job %s already had a result; this one is dropped", delivery.job.id)
         return won
 
-    async def _finish(self, delivery: Delivery, outcome: JobOutcome, *, dead: bool) -> bool:
+    async def _finish(self, delivery: Delivery, result: JobResult, *, dead: bool) -> bool:
         job = delivery.job
         keys = [
             self.keys.result(job.tenant, job.id),
             self.keys.notify(job.tenant, job.id),
             self.keys.stream,
         ]
-        args: list[str | int] = [outcome.to_json(), self._settings.result_ttl_s, GROUP]
+        args: list[str | int] = [result.to_json(), self._settings.result_ttl_s, GROUP]
         args.append(delivery.handle)
         if dead:
             keys.append(self.keys.dead)

@@ -42,6 +42,8 @@ pytestmark = pytest.mark.timeout(900)
 CLAIM_IDLE_MS = 3000
 MAX_DELIVERIES = 2
 QUOTA = 3000
+# Workers exit on a job of this kind (fault injection); no other test here sends one.
+POISON_KIND = "mcq_audit"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "VERIFIER_QUEUE__KEY_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
         "VERIFIER_QUEUE__CLAIM_IDLE_MS": str(CLAIM_IDLE_MS),
         "VERIFIER_QUEUE__MAX_DELIVERIES": str(MAX_DELIVERIES),
-        "VERIFIER_QUEUE__FAULT_CRASH_KIND": "poison",
+        "VERIFIER_QUEUE__FAULT_CRASH_KIND": POISON_KIND,
         "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
         "VERIFIER_AUTH__ENABLED": "true",
         "VERIFIER_LIMITS__REQUEST_TIMEOUT_S": "180",
@@ -359,7 +361,7 @@ def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
     async def submit() -> None:
         queue = RedisQueue(url, settings, "test-submitter")
         try:
-            job = Job(id=new_job_id(), kind="poison", payload={}, deadline=time.time() + 600)
+            job = Job(id=new_job_id(), kind=POISON_KIND, payload={}, deadline=time.time() + 600)
             outcome = await queue.submit(job)
             with pytest.raises(JobFailed):
                 outcome.raise_for_error()

@@ -25,7 +25,7 @@ from redis.retry import Retry
 
 from service.config import QueueSettings
 from service.errors import DeadlineExceeded, JobFailed, Overloaded, QueueUnavailable
-from service.queue.base import Delivery, Job, JobOutcome, new_job_id
+from service.queue.base import Delivery, Job, JobResult, new_job_id
 from service.queue.keys import GROUP, Keys
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
@@ -36,7 +36,7 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 BIG = 1_000_000
 
 MakeQueue = Callable[..., RedisQueue]
-Spawn = Callable[[Coroutine[Any, Any, JobOutcome]], "asyncio.Task[JobOutcome]"]
+Spawn = Callable[[Coroutine[Any, Any, JobResult]], "asyncio.Task[JobResult]"]
 
 
 def make_job(est_tokens: int = 0, timeout_s: float = 5.0, **kw: Any) -> Job:
@@ -50,8 +50,8 @@ def make_job(est_tokens: int = 0, timeout_s: float = 5.0, **kw: Any) -> Job:
     )
 
 
-async def echo(job: Job) -> JobOutcome:
-    return JobOutcome.success({"id": job.id, "tenant": job.tenant, "payload": job.payload})
+async def echo(job: Job) -> JobResult:
+    return JobResult.success({"id": job.id, "tenant": job.tenant, "payload": job.payload})
 
 
 @pytest.fixture
@@ -107,9 +107,9 @@ async def make_queue(prefix: str) -> AsyncIterator[MakeQueue]:
 @pytest.fixture
 async def spawn() -> AsyncIterator[Spawn]:
     """Background submits; any still running at teardown are cancelled."""
-    tasks: list[asyncio.Task[JobOutcome]] = []
+    tasks: list[asyncio.Task[JobResult]] = []
 
-    def start(coro: Coroutine[Any, Any, JobOutcome]) -> asyncio.Task[JobOutcome]:
+    def start(coro: Coroutine[Any, Any, JobResult]) -> asyncio.Task[JobResult]:
         tasks.append(asyncio.create_task(coro))
         return tasks[-1]
 
@@ -150,7 +150,7 @@ async def wait_depth(queue: RedisQueue, n: int) -> None:
 
 async def finish(queue: RedisQueue, batch: list[Delivery]) -> None:
     for d in batch:
-        assert await queue.complete(d, JobOutcome.success({"id": d.job.id}))
+        assert await queue.complete(d, JobResult.success({"id": d.job.id}))
 
 
 # -- round trip and batching --------------------------------------------------------------
@@ -218,8 +218,8 @@ async def test_first_result_wins(make_queue: MakeQueue, spawn: Spawn) -> None:
     task = spawn(queue.submit(make_job()))
     await wait_depth(queue, 1)
     [delivery] = await queue.pull(10, BIG, 200)
-    assert await queue.complete(delivery, JobOutcome.success({"v": 1}))
-    assert not await queue.complete(delivery, JobOutcome.success({"v": 2}))
+    assert await queue.complete(delivery, JobResult.success({"v": 1}))
+    assert not await queue.complete(delivery, JobResult.success({"v": 2}))
     assert (await task).body == {"v": 1}
     assert queue.duplicate_results == 1
 
@@ -240,9 +240,9 @@ async def test_idle_job_is_reclaimed_by_another_consumer(
     [again] = await rescuer.pull(10, BIG, 50)
     assert (again.job, again.deliveries) == (lost.job, 2)
     assert rescuer.redelivered == 1
-    assert await rescuer.complete(again, JobOutcome.success({"by": "b"}))
+    assert await rescuer.complete(again, JobResult.success({"by": "b"}))
     assert (await task).body == {"by": "b"}
-    assert not await crashed.complete(lost, JobOutcome.success({"by": "a"}))
+    assert not await crashed.complete(lost, JobResult.success({"by": "a"}))
 
 
 async def test_poison_job_is_dead_lettered(
@@ -283,11 +283,11 @@ async def test_renewal_keeps_a_slow_job_from_being_stolen(
     started, release = asyncio.Event(), asyncio.Event()
     calls: list[str] = []
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         calls.append(job.id)
         started.set()
         await release.wait()
-        return JobOutcome.success({"by": "slow"})
+        return JobResult.success({"by": "slow"})
 
     async with serving(slow, handle):
         task = asyncio.create_task(slow.submit(make_job()))
@@ -385,10 +385,10 @@ async def test_idempotency_key_returns_the_stored_outcome(make_queue: MakeQueue)
     queue = make_queue()
     calls: list[str] = []
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         calls.append(job.id)
         await asyncio.sleep(0.05)
-        return JobOutcome.success({"ran": job.id})
+        return JobResult.success({"ran": job.id})
 
     async with serving(queue, handle):
         first = await queue.submit(make_job(), idempotency_key="req-1")
@@ -460,7 +460,7 @@ async def test_unreachable_redis_is_queue_unavailable_fast(make_queue: MakeQueue
         lambda: queue.submit(make_job()),
         lambda: queue.pull(10, BIG, 1000),
         lambda: queue.depth(),
-        lambda: queue.complete(Delivery(make_job(), "1-0"), JobOutcome.success({})),
+        lambda: queue.complete(Delivery(make_job(), "1-0"), JobResult.success({})),
     ):
         start = time.monotonic()
         with pytest.raises(QueueUnavailable, match="VERIFIER_REDIS_URL"):
