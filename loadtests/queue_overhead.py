@@ -49,7 +49,7 @@ async def main() -> None:
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/15")
     ap.add_argument("--jobs", type=int, default=300)
     args = ap.parse_args()
-    settings = QueueSettings(key_prefix=f"bench{uuid.uuid4().hex[:8]}:")
+    settings = QueueSettings(redis_prefix=f"bench{uuid.uuid4().hex[:8]}:")
     local = await measure(LocalQueue(settings), settings, args.jobs)
     redis_queue = RedisQueue(args.redis, settings, "bench-worker")
     try:
@@ -57,7 +57,7 @@ async def main() -> None:
     finally:
         await redis_queue.close()
         client = connect(args.redis)
-        async for key in client.scan_iter(match=settings.key_prefix + "*"):
+        async for key in client.scan_iter(match=settings.redis_prefix + "*"):
             await client.delete(key)
         await client.aclose()
     print(f"{'queue':<8}{'p50 ms':>9}{'p99 ms':>9}")

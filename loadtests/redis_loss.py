@@ -67,7 +67,7 @@ async def _handler(job: Job) -> JobResult:
 async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
     port = _free_port()
     url = f"redis://127.0.0.1:{port}/0"
-    settings = QueueSettings(key_prefix=f"loss{uuid.uuid4().hex[:6]}:", claim_idle_ms=1000)
+    settings = QueueSettings(redis_prefix=f"loss{uuid.uuid4().hex[:6]}:", claim_idle_ms=1000)
     accepted: set[str] = set()
     answered: set[str] = set()
     told: dict[str, str] = {}

@@ -105,14 +105,14 @@ def make_judgment_store(settings: Settings, redis: Any) -> JudgmentStore | None:
     if not cfg.enabled:
         return None
     if redis is not None:
-        return RedisStore(redis, settings.queue.key_prefix, cfg.max_entries, cfg.ttl_s)
+        return RedisStore(redis, settings.queue.redis_prefix, cfg.max_entries, cfg.ttl_s)
     return MemoryStore(cfg.max_entries, cfg.ttl_s)
 
 
 def make_calibrations(settings: Settings, redis: Any) -> CalibrationStore:
     """Calibrations in Redis when configured (shared, kept across restarts), else memory."""
     if redis is not None:
-        return RedisCalibrations(redis, settings.queue.key_prefix)
+        return RedisCalibrations(redis, settings.queue.redis_prefix)
     return MemoryCalibrations()
 
 

@@ -329,7 +329,7 @@ async def authenticate(redis: Redis, prefix: str, authorization_header: str | No
 
     Example::
 
-        record = await authenticate(redis, settings.queue.key_prefix, request.headers.get(
+        record = await authenticate(redis, settings.queue.redis_prefix, request.headers.get(
             "authorization"))
     """
     key = parse_bearer(authorization_header)

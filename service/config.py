@@ -104,7 +104,7 @@ class LimitSettings(BaseModel):
 class QueueSettings(BaseModel):
     """Batching and delivery (local queue, or Redis Streams when VERIFIER_REDIS_URL is set)."""
 
-    key_prefix: str = Field(default="verifier:", description="Prefix of every Redis key.")
+    redis_prefix: str = Field(default="verifier:", description="Prefix of every Redis key.")
     max_batch_jobs: int = Field(default=32, ge=1, description="Jobs per pull.")
     max_batch_tokens: int = Field(default=65_536, ge=1, description="Estimated tokens per pull.")
     max_inflight_jobs: int = Field(

@@ -146,7 +146,9 @@ async def run_job(
     estimate = plan.estimate.total
     reservation: Reservation | None = None
     if record is not None and state.redis is not None:
-        reservation = await reserve(state.redis, state.settings.queue.key_prefix, record, estimate)
+        reservation = await reserve(
+            state.redis, state.settings.queue.redis_prefix, record, estimate
+        )
     state.metrics.budget(tenant, "granted").inc(estimate)
     job = Job(
         id=new_job_id(),
@@ -167,7 +169,7 @@ async def run_job(
         spent = 0 if result.replayed else usage.total_tokens
     finally:
         if reservation is not None:
-            await settle(state.redis, state.settings.queue.key_prefix, reservation, spent)
+            await settle(state.redis, state.settings.queue.redis_prefix, reservation, spent)
     state.metrics.budget(tenant, "spent").inc(spent)
     if result.replayed:
         response.headers["Idempotent-Replayed"] = "true"

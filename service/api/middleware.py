@@ -130,7 +130,7 @@ class AuthMiddleware:
                     "auth is enabled but no Redis is configured (VERIFIER_REDIS_URL)"
                 )
             record = await authenticate(
-                self.state.redis, self.state.settings.queue.key_prefix, header
+                self.state.redis, self.state.settings.queue.redis_prefix, header
             )
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)

@@ -205,8 +205,8 @@ class Renewable(Protocol):
     async def renew(self, deliveries: Sequence[Delivery]) -> None: ...
 
 
-class BatchBudget:
-    """Collects deliveries under a job-count cap and a token budget (TEI's batching rule).
+class BatchLimits:
+    """Collects deliveries under a job-count cap and a token cap (TEI's batching rule).
 
     The first job is always accepted, so one oversized job still runs (alone). Once a job
     does not fit, the batch is closed: later jobs wait their turn, keeping FIFO order.

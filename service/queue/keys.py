@@ -1,6 +1,6 @@
-"""Every Redis key and name the queue uses, in one place (arq's ``constants.py`` habit).
+"""Every Redis key name the queue uses, in one place (arq's ``constants.py`` habit).
 
-With the default prefix ``verifier:``::
+With the default ``queue.redis_prefix`` ``verifier:``::
 
     verifier:jobs                      stream of job JSON (field "job"), consumer group "workers"
     verifier:dead                      dead-letter stream (job JSON, entry id, deliveries)
@@ -29,8 +29,8 @@ DEAD_MAXLEN = 10_000
 
 
 @dataclass(frozen=True)
-class Keys:
-    """Key names under one prefix; tests use a fresh prefix each so they never collide."""
+class RedisNames:
+    """Redis key names under one prefix; tests use a fresh prefix each so they never collide."""
 
     prefix: str
 
@@ -41,10 +41,6 @@ class Keys:
     @property
     def dead(self) -> str:
         return f"{self.prefix}dead"
-
-    @property
-    def group(self) -> str:
-        return GROUP
 
     def result(self, tenant: str, job_id: str) -> str:
         return f"{self.prefix}result:{tenant}:{job_id}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from service.config import QueueSettings
 from service.errors import DeadlineExceeded, Overloaded, QueueUnavailable
-from service.queue.base import BatchBudget, Delivery, Job, JobResult, check_pull_args
+from service.queue.base import BatchLimits, Delivery, Job, JobResult, check_pull_args
 
 logger = logging.getLogger(__name__)
 
@@ -166,17 +166,17 @@ class LocalQueue:
         if self._closed:
             # Raise rather than return []: an empty answer would make a worker spin.
             raise QueueUnavailable("the job queue is closed")
-        budget = BatchBudget(max_jobs, max_tokens)
-        await self._fill(budget, block_ms / 1000, first_only=True)
-        if budget.deliveries and not budget.full:
-            await self._fill(budget, self._settings.batch_wait_ms / 1000, first_only=False)
-        return budget.deliveries
+        batch = BatchLimits(max_jobs, max_tokens)
+        await self._fill(batch, block_ms / 1000, first_only=True)
+        if batch.deliveries and not batch.full:
+            await self._fill(batch, self._settings.batch_wait_ms / 1000, first_only=False)
+        return batch.deliveries
 
-    async def _fill(self, budget: BatchBudget, wait_s: float, *, first_only: bool) -> None:
+    async def _fill(self, batch: BatchLimits, wait_s: float, *, first_only: bool) -> None:
         end = time.monotonic() + wait_s
         while not self._closed:
-            self._take(budget)
-            if budget.full or (first_only and budget.deliveries):
+            self._take(batch)
+            if batch.full or (first_only and batch.deliveries):
                 return
             self._arrived.clear()
             remaining = end - time.monotonic()
@@ -188,15 +188,15 @@ class LocalQueue:
             except TimeoutError:
                 return
 
-    def _take(self, budget: BatchBudget) -> None:
-        while self._queue and not budget.full:
+    def _take(self, batch: BatchLimits) -> None:
+        while self._queue and not batch.full:
             entry = self._queue[0]
             if entry.future.done() or entry.job.expired():
                 self._queue.popleft()
                 self._drop(entry)
                 continue
             delivery = Delivery(entry.job, f"local-{next(self._handles)}", 1)
-            if not budget.offer(delivery):
+            if not batch.offer(delivery):
                 return
             self._queue.popleft()
             self._in_flight[delivery.handle] = entry

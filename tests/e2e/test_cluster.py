@@ -52,7 +52,7 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
-        "VERIFIER_QUEUE__KEY_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
+        "VERIFIER_QUEUE__REDIS_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
         "VERIFIER_QUEUE__CLAIM_IDLE_MS": str(CLAIM_IDLE_MS),
         "VERIFIER_QUEUE__MAX_DELIVERIES": str(MAX_DELIVERIES),
         "VERIFIER_QUEUE__FAULT_CRASH_KIND": POISON_KIND,
@@ -352,7 +352,7 @@ def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
     from service.queue.redis_streams import RedisQueue
 
     settings = QueueSettings(
-        key_prefix=cluster.env["VERIFIER_QUEUE__KEY_PREFIX"],
+        redis_prefix=cluster.env["VERIFIER_QUEUE__REDIS_PREFIX"],
         claim_idle_ms=CLAIM_IDLE_MS,
         max_deliveries=MAX_DELIVERIES,
     )
@@ -384,7 +384,7 @@ def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
 
     asyncio.run(main())
     dead = subprocess.run(
-        ["redis-cli", "-p", str(cluster.redis_port), "XLEN", settings.key_prefix + "dead"],
+        ["redis-cli", "-p", str(cluster.redis_port), "XLEN", settings.redis_prefix + "dead"],
         capture_output=True,
         text=True,
     ).stdout.strip()
