@@ -250,11 +250,11 @@ def test_tenant_metric_labels_never_cross(cluster: Cluster) -> None:
 
 
 def budget_by_tenant(port: int, key: str) -> dict[tuple[str, str], float]:
-    """``verifier_budget_tokens_total`` as {(tenant, outcome): value}."""
+    """``verifier_budget_tokens_total`` as {(tenant, result): value}."""
     r = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=auth(key), timeout=10)
     assert r.status_code == 200, r.text
     return {
-        (s.labels["tenant"], s.labels["outcome"]): s.value
+        (s.labels["tenant"], s.labels["result"]): s.value
         for family in text_string_to_metric_families(r.text)
         if family.name == "verifier_budget_tokens"
         for s in family.samples
