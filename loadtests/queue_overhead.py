@@ -16,15 +16,15 @@ import time
 import uuid
 
 from service.config import QueueSettings
-from service.queue.base import Job, JobOutcome, JobQueue, new_job_id
+from service.queue.base import Job, JobQueue, JobResult, new_job_id
 from service.queue.local import LocalQueue
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
 from service.redis_client import connect
 
 
-async def instant(job: Job) -> JobOutcome:
-    return JobOutcome.success({"id": job.id})
+async def instant(job: Job) -> JobResult:
+    return JobResult.success({"id": job.id})
 
 
 async def measure(queue: JobQueue, settings: QueueSettings, jobs: int) -> tuple[float, float]:
@@ -33,7 +33,7 @@ async def measure(queue: JobQueue, settings: QueueSettings, jobs: int) -> tuple[
     latencies = []
     for _ in range(jobs):
         start = time.perf_counter()
-        job = Job(id=new_job_id(), kind="bench", payload={}, deadline=time.time() + 30)
+        job = Job(id=new_job_id(), kind="outcome", payload={}, deadline=time.time() + 30)
         (await queue.submit(job)).raise_for_error()
         latencies.append(1000 * (time.perf_counter() - start))
     worker.stop()
@@ -49,7 +49,7 @@ async def main() -> None:
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/15")
     ap.add_argument("--jobs", type=int, default=300)
     args = ap.parse_args()
-    settings = QueueSettings(key_prefix=f"bench{uuid.uuid4().hex[:8]}:")
+    settings = QueueSettings(redis_prefix=f"bench{uuid.uuid4().hex[:8]}:")
     local = await measure(LocalQueue(settings), settings, args.jobs)
     redis_queue = RedisQueue(args.redis, settings, "bench-worker")
     try:
@@ -57,7 +57,7 @@ async def main() -> None:
     finally:
         await redis_queue.close()
         client = connect(args.redis)
-        async for key in client.scan_iter(match=settings.key_prefix + "*"):
+        async for key in client.scan_iter(match=settings.redis_prefix + "*"):
             await client.delete(key)
         await client.aclose()
     print(f"{'queue':<8}{'p50 ms':>9}{'p99 ms':>9}")

@@ -27,7 +27,7 @@ from typing import Any
 
 from service.config import QueueSettings
 from service.errors import ServiceError
-from service.queue.base import Job, JobOutcome, new_job_id
+from service.queue.base import Job, JobResult, new_job_id
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
 
@@ -59,15 +59,15 @@ def _start_redis(port: int, data: Path, args: list[str]) -> subprocess.Popen[byt
     raise RuntimeError("redis-server did not start")
 
 
-async def _handler(job: Job) -> JobOutcome:
+async def _handler(job: Job) -> JobResult:
     await asyncio.sleep(0.02)
-    return JobOutcome.success({"id": job.id})
+    return JobResult.success({"id": job.id})
 
 
 async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
     port = _free_port()
     url = f"redis://127.0.0.1:{port}/0"
-    settings = QueueSettings(key_prefix=f"loss{uuid.uuid4().hex[:6]}:", claim_idle_ms=1000)
+    settings = QueueSettings(redis_prefix=f"loss{uuid.uuid4().hex[:6]}:", claim_idle_ms=1000)
     accepted: set[str] = set()
     answered: set[str] = set()
     told: dict[str, str] = {}
@@ -88,7 +88,7 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
         worker_task = asyncio.create_task(worker.run())
 
         async def submit() -> None:
-            job = Job(id=new_job_id(), kind="noop", payload={}, deadline=time.time() + 20)
+            job = Job(id=new_job_id(), kind="outcome", payload={}, deadline=time.time() + 20)
             try:
                 outcome = await api.submit(job)
             except ServiceError as exc:

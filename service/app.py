@@ -20,30 +20,27 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 
 from service.aio import CLOSE_TIMEOUT_S, bounded, wait_bounded
 from service.api import health, judge, mcq, rerank, reward, split
 from service.api.deps import AppState
+from service.api.errors import install_error_handlers
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
 from service.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
 from service.config import Settings, get_settings
 from service.diagnostics import install_dump_signals, watch_loop
 from service.engine.base import Engine
 from service.engine.health import watch_engine
-from service.errors import ServiceError, error_body
 from service.probe_server import ProbeState, start_probe_server
 from service.protocol import OutcomeRequest
 from service.queue.base import JobQueue
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
 from service.serving.cache import JudgmentStore, MemoryStore, RedisStore
-from service.serving.services import JobRunner, Services
+from service.serving.handler import JobRunner
+from service.serving.services import Services
 from service.telemetry import Metrics
 
 logger = logging.getLogger(__name__)
@@ -53,8 +50,6 @@ METRICS_PORT = 9101
 METRICS_PORTS = 100
 # After the engine died: how long /ready answers 503 before `verifier serve` exits 1.
 EXIT_AFTER_DEATH_S = 3.0
-
-UNPARSABLE_BODY = "the request body could not be parsed; send one JSON object encoded as UTF-8"
 
 PROBE = OutcomeRequest(question="What is 2 + 2?", response="2 + 2 = 4. The answer is 4.")
 
@@ -110,14 +105,14 @@ def make_judgment_store(settings: Settings, redis: Any) -> JudgmentStore | None:
     if not cfg.enabled:
         return None
     if redis is not None:
-        return RedisStore(redis, settings.queue.key_prefix, cfg.max_entries, cfg.ttl_s)
+        return RedisStore(redis, settings.queue.redis_prefix, cfg.max_entries, cfg.ttl_s)
     return MemoryStore(cfg.max_entries, cfg.ttl_s)
 
 
 def make_calibrations(settings: Settings, redis: Any) -> CalibrationStore:
     """Calibrations in Redis when configured (shared, kept across restarts), else memory."""
     if redis is not None:
-        return RedisCalibrations(redis, settings.queue.key_prefix)
+        return RedisCalibrations(redis, settings.queue.redis_prefix)
     return MemoryCalibrations()
 
 
@@ -296,50 +291,6 @@ async def _shutdown(state: AppState) -> None:
         await bounded(state.redis.aclose(), CLOSE_TIMEOUT_S, "closing Redis")
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request"
-
-
-def _allowed_methods(app: FastAPI, request: Request) -> str:
-    """The methods of every route whose path matches (Starlette names only the first's)."""
-    methods: set[str] = set()
-    for route in app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"})
-        if match != Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
-    return ", ".join(sorted(methods))
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ServiceError)
-    async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        headers = {"Retry-After": f"{max(1, round(exc.retry_after))}"} if exc.retry_after else None
-        return JSONResponse(error_body(exc.type, exc.message), exc.status, headers=headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(error_body("invalid_request", _validation_message(exc)), 422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400:  # FastAPI's "error parsing the body" (not UTF-8, say)
-            return JSONResponse(error_body("invalid_request", UNPARSABLE_BODY), 422)
-        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        headers = exc.headers
-        if exc.status_code == 405:  # Allow lists every route of the path (RFC 9110), not one
-            headers = {**(headers or {}), "Allow": _allowed_methods(app, request)}
-        return JSONResponse(error_body(kind, str(exc.detail)), exc.status_code, headers)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        logger.exception("unhandled error")
-        return JSONResponse(error_body("internal_error", "internal error; see server logs"), 500)
-
-
 def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> FastAPI:
     """Build the ASGI app. Nothing heavy happens until the lifespan starts."""
     settings = settings or get_settings()
@@ -358,7 +309,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(rerank.router)
     app.include_router(mcq.router)
     app.include_router(reward.router)
-    _install_error_handlers(app)
+    install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
     if settings.auth.enabled:
         app.add_middleware(AuthMiddleware, state=app.state.svc)

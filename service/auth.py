@@ -18,8 +18,9 @@ Quotas are per tenant, in fixed windows of ``window_s`` seconds (window index =
 total can therefore exceed the quota only by the estimate errors of requests in flight.
 Keys of one tenant share its counter; give them the same quota and window.
 
-Errors: ``Unauthorized`` (401), ``QuotaExhausted`` (429 + Retry-After), Redis unreachable
--> ``QueueUnavailable`` (503), bad arguments to the admin functions -> ``InvalidRequest``.
+Errors (all in ``service.errors``): ``Unauthorized`` (401), ``QuotaExhausted`` (429 +
+Retry-After), Redis unreachable -> ``QueueUnavailable`` (503), bad arguments to the admin
+functions -> ``InvalidRequest``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 from redis.typing import EncodableT, FieldT
 
-from service.errors import InvalidRequest, ServiceError
+from service.errors import InvalidRequest, QuotaExhausted, Unauthorized
 from service.redis_client import connect, is_unreachable, unavailable
 from service.tenants import check_tenant
 
@@ -47,9 +48,7 @@ __all__ = [
     "KEY_PREFIX",
     "AuthSettings",
     "KeyRecord",
-    "QuotaExhausted",
     "Reservation",
-    "Unauthorized",
     "authenticate",
     "check_tenant",
     "connect",
@@ -103,18 +102,6 @@ end
 redis.call('INCRBY', KEYS[1], ARGV[1])
 return 1
 """
-
-
-class Unauthorized(ServiceError):
-    status = 401
-    type = "unauthorized"
-
-
-class QuotaExhausted(ServiceError):
-    """The tenant's quota for this window is used up; ``retry_after`` = seconds to the next."""
-
-    status = 429
-    type = "quota_exhausted"
 
 
 class AuthSettings(BaseModel):
@@ -342,7 +329,7 @@ async def authenticate(redis: Redis, prefix: str, authorization_header: str | No
 
     Example::
 
-        record = await authenticate(redis, settings.queue.key_prefix, request.headers.get(
+        record = await authenticate(redis, settings.queue.redis_prefix, request.headers.get(
             "authorization"))
     """
     key = parse_bearer(authorization_header)

@@ -30,7 +30,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 
-from service.errors import InvalidRequest
+from service.errors import BudgetTooSmall
 from service.protocol import (
     OutcomeRequest,
     ProcessRequest,
@@ -48,6 +48,7 @@ from service.protocol_mcq import (
     MCQOptions,
 )
 from service.protocol_reward import RewardRequest
+from service.queue.kinds import JobKind
 from service.scoring import splitting
 
 __all__ = [
@@ -63,8 +64,8 @@ __all__ = [
     "SPLIT_COPY_RATIO",
     "SPLIT_OVERHEAD",
     "ZERO",
+    "ESTIMATORS",
     "BudgetPlan",
-    "BudgetTooSmall",
     "Estimate",
     "estimate",
     "estimate_text_tokens",
@@ -358,7 +359,7 @@ def _popmcq(req: PopMCQRequest) -> Estimate:
 _M = TypeVar("_M", bound=BaseModel)
 
 
-def _expect(kind: str, req: BaseModel, cls: type[_M]) -> _M:
+def _expect(kind: JobKind, req: BaseModel, cls: type[_M]) -> _M:
     if not isinstance(req, cls):
         raise TypeError(f"a {kind!r} estimate needs a {cls.__name__}, got {type(req).__name__}")
     return req
@@ -379,8 +380,8 @@ def _mcq_batch(req: MCQBatchRequest) -> Estimate:
     return _mcq_items(req.items, req)
 
 
-# kind -> (request model, estimator); the job kinds the API submits.
-_ESTIMATORS: Final[dict[str, tuple[type[BaseModel], Any]]] = {
+# kind -> (request model, estimator); every JobKind, no other (tests/unit/test_job_kinds.py).
+ESTIMATORS: Final[dict[JobKind, tuple[type[BaseModel], Any]]] = {
     "outcome": (OutcomeRequest, _outcome_request),
     "process": (ProcessRequest, _process_request),
     "split": (SplitRequest, _split_request),
@@ -395,31 +396,20 @@ _ESTIMATORS: Final[dict[str, tuple[type[BaseModel], Any]]] = {
 }
 
 
-def estimate(kind: str, req: BaseModel) -> Estimate:
+def estimate(kind: JobKind, req: BaseModel) -> Estimate:
     """Estimated tokens and engine calls of a request of `kind`.
 
     `kind` is a job kind ("outcome", "process", ..., "mcq_popmcq") and `req` its request model.
     """
-    entry = _ESTIMATORS.get(kind)
+    entry = ESTIMATORS.get(kind)
     if entry is None:
-        raise ValueError(f"unknown request kind {kind!r}; expected one of {', '.join(_ESTIMATORS)}")
+        raise ValueError(f"unknown request kind {kind!r}; expected one of {', '.join(ESTIMATORS)}")
     cls, estimator = entry
     result: Estimate = estimator(_expect(kind, req, cls))
     return result
 
 
 # --- budget policy -------------------------------------------------------------------------
-
-
-class BudgetTooSmall(InvalidRequest):
-    """The request's estimate is over its ``max_eval_tokens`` (and could not be degraded)."""
-
-    type = "budget_too_small"
-
-    def __init__(self, message: str, *, estimate: int, limit: int) -> None:
-        super().__init__(message)
-        self.estimate = estimate
-        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -442,7 +432,7 @@ def _degrade(req: BaseModel) -> BaseModel:
     return type(req).model_validate({**req.model_dump(), "mode": "direct", "samples": 1})
 
 
-def _refusal(kind: str, req: BaseModel, est: int, limit: int) -> BudgetTooSmall:
+def _refusal(kind: JobKind, req: BaseModel, est: int, limit: int) -> BudgetTooSmall:
     fixes = [f"raise max_eval_tokens to at least {est}"]
     if _degradable(req):
         fixes += ["set budget_policy='degrade' (reasoning lowered to direct, one sample)"]
@@ -461,7 +451,7 @@ def _refusal(kind: str, req: BaseModel, est: int, limit: int) -> BudgetTooSmall:
     )
 
 
-def _degraded_plan(kind: str, req: BaseModel, before: int, limit: int) -> BudgetPlan:
+def _degraded_plan(kind: JobKind, req: BaseModel, before: int, limit: int) -> BudgetPlan:
     lowered = _degrade(req)
     after = estimate(kind, lowered)
     if after.total > limit:
@@ -479,7 +469,7 @@ def _degraded_plan(kind: str, req: BaseModel, before: int, limit: int) -> Budget
     return BudgetPlan(request=lowered, estimate=after, degraded=True, note=note)
 
 
-def plan(kind: str, req: BaseModel) -> BudgetPlan:
+def plan(kind: JobKind, req: BaseModel) -> BudgetPlan:
     """Check `req` against its ``max_eval_tokens``; degrade it or raise ``BudgetTooSmall``.
 
     - no limit, or the estimate fits: the request as is;

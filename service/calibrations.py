@@ -10,7 +10,7 @@ import secrets
 from typing import Any, Protocol
 
 from service.protocol_mcq import Calibration
-from service.queue.keys import Keys
+from service.queue.keys import RedisNames
 from service.redis_client import unavailable
 
 _ID_RE = re.compile(r"cal_[A-Za-z0-9_-]{8,64}")
@@ -60,28 +60,28 @@ class RedisCalibrations:
 
     def __init__(self, redis: Any, prefix: str) -> None:
         self._redis = redis
-        self._keys = Keys(prefix)
+        self._names = RedisNames(prefix)
 
     async def put(self, tenant: str, cal: Calibration) -> None:
         with unavailable("store calibration"):
             async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.set(self._keys.calibration(tenant, cal.id), cal.model_dump_json())
-                pipe.sadd(self._keys.calibrations(tenant), cal.id)
+                pipe.set(self._names.calibration(tenant, cal.id), cal.model_dump_json())
+                pipe.sadd(self._names.calibrations(tenant), cal.id)
                 await pipe.execute()
 
     async def get(self, tenant: str, calibration_id: str) -> Calibration | None:
         if not valid_id(calibration_id):
             return None
         with unavailable("read calibration"):
-            raw = await self._redis.get(self._keys.calibration(tenant, calibration_id))
+            raw = await self._redis.get(self._names.calibration(tenant, calibration_id))
         return None if raw is None else Calibration.model_validate_json(raw)
 
     async def list(self, tenant: str) -> list[Calibration]:
         with unavailable("list calibrations"):
-            ids = sorted(await self._redis.smembers(self._keys.calibrations(tenant)))
+            ids = sorted(await self._redis.smembers(self._names.calibrations(tenant)))
             if not ids:
                 return []
-            raws = await self._redis.mget([self._keys.calibration(tenant, i) for i in ids])
+            raws = await self._redis.mget([self._names.calibration(tenant, i) for i in ids])
         found = [Calibration.model_validate_json(r) for r in raws if r is not None]
         return sorted(found, key=lambda c: c.created_at)
 
@@ -90,7 +90,7 @@ class RedisCalibrations:
             return False
         with unavailable("delete calibration"):
             async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.delete(self._keys.calibration(tenant, calibration_id))
-                pipe.srem(self._keys.calibrations(tenant), calibration_id)
+                pipe.delete(self._names.calibration(tenant, calibration_id))
+                pipe.srem(self._names.calibrations(tenant), calibration_id)
                 removed, _ = await pipe.execute()
         return bool(removed)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.auth import AuthSettings
+from service.queue.kinds import JobKind
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 
@@ -103,7 +104,7 @@ class LimitSettings(BaseModel):
 class QueueSettings(BaseModel):
     """Batching and delivery (local queue, or Redis Streams when VERIFIER_REDIS_URL is set)."""
 
-    key_prefix: str = Field(default="verifier:", description="Prefix of every Redis key.")
+    redis_prefix: str = Field(default="verifier:", description="Prefix of every Redis key.")
     max_batch_jobs: int = Field(default=32, ge=1, description="Jobs per pull.")
     max_batch_tokens: int = Field(default=65_536, ge=1, description="Estimated tokens per pull.")
     max_inflight_jobs: int = Field(
@@ -144,8 +145,8 @@ class QueueSettings(BaseModel):
         description="How often a process that runs an engine checks that it is alive; a dead "
         "engine turns /ready 503, stops the worker and exits the process 1. 0=off.",
     )
-    fault_crash_kind: str = Field(
-        default="",
+    fault_crash_kind: JobKind | None = Field(
+        default=None,
         description="Fault injection for tests: a worker exits at once on a job of this kind.",
     )
 

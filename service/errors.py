@@ -5,17 +5,24 @@ ServiceError                      (500 internal_error)
  |    +-- ContextTooLong          422 context_too_long     prompt + new tokens exceed the model
  |    +-- UnknownCalibration      422 unknown_calibration  no such calibration for this tenant
  |    +-- CalibrationMismatch     422 calibration_mismatch fitted for another method, K or model
+ |    +-- BudgetTooSmall          422 budget_too_small     the estimate is over max_eval_tokens
  +-- PayloadTooLarge              413 payload_too_large    a text or the body is over the limit
- +-- NotFound                     404 not_found            no such result (or another tenant's)
+ +-- Unauthorized                 401 unauthorized         no, a wrong or a revoked API key
+ +-- NotFound                     404 not_found            no such route or result (or another
+ |                                                         tenant's)
+ +-- MethodNotAllowed             405 method_not_allowed   the path has no route for the method
  +-- NotReady                     503 not_ready            the engine is still starting
  +-- QueueUnavailable             503 queue_unavailable    Redis cannot be reached
  +-- Overloaded                   429 overloaded           queue full (carries Retry-After)
+ +-- QuotaExhausted               429 quota_exhausted      the tenant's token quota is used up
+                                                           (Retry-After: the next window)
  +-- DeadlineExceeded             504 deadline_exceeded    the request's deadline passed
  +-- EngineFailure                502 engine_error         the model backend failed
  +-- EngineUnavailable            503 engine_unavailable   the engine died; retry elsewhere
  +-- JobFailed                    502 job_failed           the job crashed max_deliveries workers
 
-Every error reaches the client as ``{"error": {"type": ..., "message": ...}}``.
+Every error reaches the client as ``{"error": {"type": ..., "message": ...}}``, rendered by
+``service.api.errors`` (this module stays free of the web framework: workers import it too).
 """
 
 from __future__ import annotations
@@ -48,6 +55,17 @@ class CalibrationMismatch(InvalidRequest):
     type = "calibration_mismatch"
 
 
+class BudgetTooSmall(InvalidRequest):
+    """The request's estimate is over its ``max_eval_tokens`` (and could not be degraded)."""
+
+    type = "budget_too_small"
+
+    def __init__(self, message: str, *, estimate: int, limit: int) -> None:
+        super().__init__(message)
+        self.estimate = estimate
+        self.limit = limit
+
+
 class PayloadTooLarge(ServiceError):
     status = 413
     type = "payload_too_large"
@@ -56,6 +74,16 @@ class PayloadTooLarge(ServiceError):
 class NotFound(ServiceError):
     status = 404
     type = "not_found"
+
+
+class Unauthorized(ServiceError):
+    status = 401
+    type = "unauthorized"
+
+
+class MethodNotAllowed(ServiceError):
+    status = 405
+    type = "method_not_allowed"
 
 
 class NotReady(ServiceError):
@@ -78,6 +106,13 @@ class Overloaded(ServiceError):
     type = "overloaded"
 
 
+class QuotaExhausted(ServiceError):
+    """The tenant's quota for this window is used up; ``retry_after`` = seconds to the next."""
+
+    status = 429
+    type = "quota_exhausted"
+
+
 class DeadlineExceeded(ServiceError):
     status = 504
     type = "deadline_exceeded"
@@ -91,8 +126,3 @@ class EngineFailure(ServiceError):
 class EngineUnavailable(ServiceError):
     status = 503
     type = "engine_unavailable"
-
-
-def error_body(error_type: str, message: str) -> dict[str, dict[str, str]]:
-    """The one error shape."""
-    return {"error": {"type": error_type, "message": message}}

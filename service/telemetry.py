@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Literal, Protocol
 
 from prometheus_client import (
     REGISTRY,
@@ -28,6 +28,9 @@ class UsageLike(Protocol):
     @property
     def total_tokens(self) -> int: ...
 
+
+# The result label of verifier_budget_tokens_total: estimate admitted, actual spent, refused.
+BudgetResult = Literal["granted", "spent", "refused"]
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TOKEN_BUCKETS = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 65536, 262144)
@@ -73,7 +76,7 @@ class Metrics:
         self.budget_tokens = Counter(
             "verifier_budget_tokens",
             "Token budget by tenant: granted (estimate admitted), spent (actual), refused",
-            ["tenant", "outcome"],
+            ["tenant", "result"],
             registry=r,
         )
         self.budget_decisions = Counter(
@@ -113,9 +116,9 @@ class Metrics:
         self.registry.register(_Counters("verifier_jobs", QUEUE_COUNTERS, self._queues))
         self.registry.register(_Counters("verifier_judgment_cache", CACHE_COUNTERS, self._caches))
 
-    def budget(self, tenant: str, outcome: str) -> Counter:
-        """The budget counter of ``tenant`` (its bounded label) and ``outcome``."""
-        child: Counter = self.budget_tokens.labels(self.tenant_label(tenant), outcome)
+    def budget(self, tenant: str, result: BudgetResult) -> Counter:
+        """The budget counter of ``tenant`` (its bounded label) and ``result``."""
+        child: Counter = self.budget_tokens.labels(self.tenant_label(tenant), result)
         return child
 
     def decision(self, tenant: str, decision: str) -> Counter:

@@ -19,9 +19,10 @@ import service.budget as budget
 from service.auth import KeyRecord, Reservation, reserve, settle
 from service.calibrations import CalibrationStore, MemoryCalibrations
 from service.config import LimitSettings, Settings
-from service.errors import InvalidRequest, NotReady, PayloadTooLarge
+from service.errors import BudgetTooSmall, InvalidRequest, NotReady, PayloadTooLarge
 from service.protocol import BudgetInfo, JudgeOptions, Usage
 from service.queue.base import Job, JobQueue, new_job_id
+from service.queue.kinds import JobKind
 from service.queue.worker import Worker
 from service.serving.services import Services
 from service.telemetry import Metrics
@@ -116,10 +117,10 @@ def tenant_name(request: Request) -> str:
     return record.tenant if record else "default"
 
 
-def _plan(state: AppState, kind: str, req: BaseModel, tenant: str) -> budget.BudgetPlan:
+def _plan(state: AppState, kind: JobKind, req: BaseModel, tenant: str) -> budget.BudgetPlan:
     try:
         plan = budget.plan(kind, req)
-    except budget.BudgetTooSmall as exc:
+    except BudgetTooSmall as exc:
         state.metrics.budget(tenant, "refused").inc(exc.estimate)
         state.metrics.decision(tenant, "refused").inc()
         raise
@@ -133,7 +134,7 @@ async def run_job(
     queue: JobQueue,
     request: Request,
     response: Response,
-    kind: str,
+    kind: JobKind,
     req: BaseModel,
     response_type: type[R],
     endpoint: str,
@@ -145,7 +146,9 @@ async def run_job(
     estimate = plan.estimate.total
     reservation: Reservation | None = None
     if record is not None and state.redis is not None:
-        reservation = await reserve(state.redis, state.settings.queue.key_prefix, record, estimate)
+        reservation = await reserve(
+            state.redis, state.settings.queue.redis_prefix, record, estimate
+        )
     state.metrics.budget(tenant, "granted").inc(estimate)
     job = Job(
         id=new_job_id(),
@@ -158,17 +161,17 @@ async def run_job(
     response.headers["X-Job-Id"] = job.id
     spent = 0
     try:
-        outcome = await queue.submit(job, idempotency_key=request.headers.get("idempotency-key"))
-        outcome.raise_for_error()
-        resp = response_type.model_validate(outcome.body)
+        result = await queue.submit(job, idempotency_key=request.headers.get("idempotency-key"))
+        result.raise_for_error()
+        resp = response_type.model_validate(result.body)
         usage: Usage = resp.usage  # type: ignore[attr-defined]
         # A replay ran nothing: its usage is the first request's, already charged and counted.
-        spent = 0 if outcome.replayed else usage.total_tokens
+        spent = 0 if result.replayed else usage.total_tokens
     finally:
         if reservation is not None:
-            await settle(state.redis, state.settings.queue.key_prefix, reservation, spent)
+            await settle(state.redis, state.settings.queue.redis_prefix, reservation, spent)
     state.metrics.budget(tenant, "spent").inc(spent)
-    if outcome.replayed:
+    if result.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     else:
         state.metrics.record_usage(endpoint, str(getattr(resp, "model", "")), usage)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.auth import Unauthorized, authenticate
-from service.errors import ServiceError, error_body
+from service.api.errors import error_response
+from service.auth import authenticate
+from service.errors import PayloadTooLarge, ServiceError, Unauthorized
 from service.telemetry import Metrics
 
 
@@ -17,22 +17,10 @@ class BodyTooLarge(Exception):
     pass
 
 
-async def _send_413(send: Send, limit: int) -> None:
-    body = json.dumps(
-        error_body(
-            "payload_too_large",
-            f"request body exceeds {limit} bytes; "
-            "send less or raise VERIFIER_LIMITS__MAX_BODY_BYTES",
-        )
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [(b"content-type", b"application/json")],
-        }
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"request body exceeds {limit} bytes; send less or raise VERIFIER_LIMITS__MAX_BODY_BYTES"
     )
-    await send({"type": "http.response.body", "body": body})
 
 
 class BodyLimitMiddleware:
@@ -47,7 +35,7 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         if _declared_length(scope) > self.limit:
-            await _send_413(send, self.limit)
+            await error_response(_too_large(self.limit))(scope, receive, send)
             return
         seen = 0
         started = False
@@ -71,7 +59,7 @@ class BodyLimitMiddleware:
             await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await _send_413(send, self.limit)
+                await error_response(_too_large(self.limit))(scope, receive, send)
 
 
 def _declared_length(scope: Scope) -> int:
@@ -118,17 +106,6 @@ def _endpoint(scope: Scope) -> str:
 OPEN_PATHS = frozenset({"/health", "/ready"})
 
 
-async def _send_error(send: Send, exc: ServiceError) -> None:
-    headers = [(b"content-type", b"application/json")]
-    if exc.status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    if exc.retry_after:
-        headers.append((b"retry-after", str(max(1, round(exc.retry_after))).encode()))
-    body = json.dumps(error_body(exc.type, exc.message)).encode()
-    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 class AuthMiddleware:
     """Bearer API keys on every route but liveness and readiness (docs and metrics included).
 
@@ -153,10 +130,10 @@ class AuthMiddleware:
                     "auth is enabled but no Redis is configured (VERIFIER_REDIS_URL)"
                 )
             record = await authenticate(
-                self.state.redis, self.state.settings.queue.key_prefix, header
+                self.state.redis, self.state.settings.queue.redis_prefix, header
             )
         except ServiceError as exc:
-            await _send_error(send, exc)
+            await error_response(exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["api_key"] = record
         await self.app(scope, receive, send)

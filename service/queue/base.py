@@ -1,7 +1,7 @@
 """The job-queue contract shared by the local (asyncio) and Redis Streams queues.
 
 A request handler builds a :class:`Job`, calls :meth:`JobQueue.submit` and gets a
-:class:`JobOutcome` back (or a ``ServiceError``: ``Overloaded``, ``DeadlineExceeded``,
+:class:`JobResult` back (or a ``ServiceError``: ``Overloaded``, ``DeadlineExceeded``,
 ``QueueUnavailable``). Workers call :meth:`JobQueue.pull` for a batch of
 :class:`Delivery` objects, run a :data:`Handler` on each job and report with
 :meth:`JobQueue.complete`. Everything that crosses a process boundary is JSON, never pickle.
@@ -9,21 +9,23 @@ A request handler builds a :class:`Job`, calls :meth:`JobQueue.submit` and gets 
 Example::
 
     job = Job(id=new_job_id(), kind="outcome", payload=req, deadline=time.time() + 30)
-    outcome = await queue.submit(job, idempotency_key=request_id)
-    outcome.raise_for_error()
-    return outcome.body
+    result = await queue.submit(job, idempotency_key=request_id)
+    result.raise_for_error()
+    return result.body
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, Self, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.errors import InvalidRequest, ServiceError
+from service.queue.kinds import JobKind
 from service.tenants import check_tenant
 
 
@@ -32,66 +34,55 @@ def new_job_id() -> str:
     return secrets.token_urlsafe(16)
 
 
-def _require(data: dict[str, Any], name: str, kinds: type | tuple[type, ...]) -> Any:
-    value = data.get(name)
-    # bool is an int subclass; a JSON true must not pass as a number.
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise ValueError(f"job JSON: field {name!r} has the wrong type: {value!r}")
-    return value
+class _WireModel(BaseModel):
+    """What crosses processes through Redis: immutable, and strict so that a JSON ``true``
+    never passes as a number nor a number as a string."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="ignore")
+
+    @classmethod
+    def _parse(cls, raw: str | bytes, required: set[str]) -> Self:
+        """Validate JSON; raises ``ValueError`` (pydantic's ValidationError is one) when it is
+        malformed or lacks a field of ``required``."""
+        model = cls.model_validate_json(raw)
+        missing = required - model.model_fields_set
+        if missing:
+            raise ValueError(f"{cls.__name__} JSON lacks {', '.join(sorted(missing))}")
+        return model
 
 
-def _loads_object(raw: str | bytes) -> dict[str, Any]:
-    data = json.loads(raw)
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-@dataclass(frozen=True)
-class Job:
+class Job(_WireModel):
     """One unit of work. ``deadline`` is unix time; after it nobody waits for the result."""
 
     id: str
-    kind: str
+    kind: JobKind
     payload: dict[str, Any]
     deadline: float
     tenant: str = "default"
     est_tokens: int = 0
-    enqueued_at: float = field(default_factory=time.time)
+    enqueued_at: float = Field(default_factory=time.time)
 
-    def __post_init__(self) -> None:
+    @field_validator("tenant")
+    @classmethod
+    def _check_tenant(cls, tenant: str) -> str:
         # Tenants are part of Redis key names; a ':' would let two tenants share a key.
-        check_tenant(self.tenant)
-        if self.est_tokens < 0:
-            raise InvalidRequest(f"est_tokens must be >= 0, got {self.est_tokens}")
+        return check_tenant(tenant)
+
+    @field_validator("est_tokens")
+    @classmethod
+    def _check_est_tokens(cls, est_tokens: int) -> int:
+        if est_tokens < 0:
+            raise InvalidRequest(f"est_tokens must be >= 0, got {est_tokens}")
+        return est_tokens
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "id": self.id,
-                "kind": self.kind,
-                "payload": self.payload,
-                "deadline": self.deadline,
-                "tenant": self.tenant,
-                "est_tokens": self.est_tokens,
-                "enqueued_at": self.enqueued_at,
-            },
-            separators=(",", ":"),
-        )
+        return self.model_dump_json()
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Job:
-        """Parse :meth:`to_json` output; raises ``ValueError`` on anything malformed."""
-        data = _loads_object(raw)
-        return cls(
-            id=_require(data, "id", str),
-            kind=_require(data, "kind", str),
-            payload=_require(data, "payload", dict),
-            deadline=float(_require(data, "deadline", (int, float))),
-            tenant=_require(data, "tenant", str),
-            est_tokens=_require(data, "est_tokens", int),
-            enqueued_at=float(_require(data, "enqueued_at", (int, float))),
-        )
+        """Parse :meth:`to_json` output; raises ``ValueError`` on anything malformed (every
+        field must be there) and ``InvalidRequest`` on a bad tenant or token estimate."""
+        return cls._parse(raw, set(cls.model_fields))
 
     def expired(self, now: float | None = None) -> bool:
         return (time.time() if now is None else now) >= self.deadline
@@ -108,8 +99,7 @@ def _error_class(error_type: str) -> type[ServiceError]:
     return ServiceError
 
 
-@dataclass(frozen=True)
-class JobOutcome:
+class JobResult(_WireModel):
     """What a worker reports for a job: a JSON body, or an error in the one error shape."""
 
     ok: bool
@@ -119,21 +109,21 @@ class JobOutcome:
     status: int | None = None
     # Set by the queue, never stored: this caller got the result of an earlier request with
     # the same idempotency key, so nothing ran (and nothing may be charged) for it.
-    replayed: bool = False
+    replayed: bool = Field(default=False, exclude=True)
 
-    def as_replay(self) -> JobOutcome:
-        return replace(self, replayed=True)
+    def as_replay(self) -> JobResult:
+        return self.model_copy(update={"replayed": True})
 
     @classmethod
-    def success(cls, body: dict[str, Any]) -> JobOutcome:
+    def success(cls, body: dict[str, Any]) -> JobResult:
         return cls(ok=True, body=body, status=200)
 
     @classmethod
-    def failure(cls, status: int, error_type: str, message: str) -> JobOutcome:
+    def failure(cls, status: int, error_type: str, message: str) -> JobResult:
         return cls(ok=False, error_type=error_type, error_message=message, status=status)
 
     @classmethod
-    def from_error(cls, exc: ServiceError) -> JobOutcome:
+    def from_error(cls, exc: ServiceError) -> JobResult:
         return cls.failure(exc.status, exc.type, exc.message)
 
     def raise_for_error(self) -> None:
@@ -150,33 +140,14 @@ class JobOutcome:
         raise exc
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "ok": self.ok,
-                "body": self.body,
-                "error_type": self.error_type,
-                "error_message": self.error_message,
-                "status": self.status,
-            },
-            separators=(",", ":"),
-        )
+        return self.model_dump_json()
 
     @classmethod
-    def from_json(cls, raw: str | bytes) -> JobOutcome:
-        data = _loads_object(raw)
-        body = data.get("body")
-        status = data.get("status")
-        if not isinstance(data.get("ok"), bool) or not isinstance(body, dict | None):
-            raise ValueError(f"outcome JSON is malformed: {str(raw)[:200]}")
-        if status is not None and not isinstance(status, int):
-            raise ValueError(f"outcome JSON: status must be an int, got {status!r}")
-        return cls(
-            ok=data["ok"],
-            body=body,
-            error_type=data.get("error_type"),
-            error_message=data.get("error_message"),
-            status=status,
-        )
+    def from_json(cls, raw: str | bytes) -> JobResult:
+        """Parse :meth:`to_json` output; raises ``ValueError`` on anything malformed."""
+        result = cls._parse(raw, {"ok"})
+        # Whether a result is a replay is the reading queue's call, never the stored JSON's.
+        return result.model_copy(update={"replayed": False}) if result.replayed else result
 
 
 @dataclass(frozen=True)
@@ -188,18 +159,18 @@ class Delivery:
     deliveries: int = 1
 
 
-Handler = Callable[[Job], Awaitable[JobOutcome]]
+Handler = Callable[[Job], Awaitable[JobResult]]
 
 
 class JobQueue(Protocol):
     """Submit jobs on the API side, pull and complete them on the worker side."""
 
-    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobOutcome:
-        """Enqueue ``job`` and wait for its outcome until ``job.deadline``.
+    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobResult:
+        """Enqueue ``job`` and wait for its result until ``job.deadline``.
 
         Raises ``Overloaded`` (queue full, with ``retry_after``), ``DeadlineExceeded``
         (the job is then marked cancelled so workers skip it) or ``QueueUnavailable``.
-        The same ``(tenant, idempotency_key)`` returns the same outcome without a second run.
+        The same ``(tenant, idempotency_key)`` returns the same result without a second run.
         """
         ...
 
@@ -212,12 +183,12 @@ class JobQueue(Protocol):
         """
         ...
 
-    async def complete(self, delivery: Delivery, outcome: JobOutcome) -> bool:
-        """Store the outcome; True if this write won (the first result for a job wins)."""
+    async def complete(self, delivery: Delivery, result: JobResult) -> bool:
+        """Store the result; True if this write won (the first result for a job wins)."""
         ...
 
-    async def lookup(self, tenant: str, job_id: str) -> JobOutcome | None:
-        """The stored outcome of ``job_id`` if ``tenant`` submitted it (None otherwise)."""
+    async def lookup(self, tenant: str, job_id: str) -> JobResult | None:
+        """The stored result of ``job_id`` if ``tenant`` submitted it (None otherwise)."""
         ...
 
     async def depth(self) -> int:
@@ -234,8 +205,8 @@ class Renewable(Protocol):
     async def renew(self, deliveries: Sequence[Delivery]) -> None: ...
 
 
-class BatchBudget:
-    """Collects deliveries under a job-count cap and a token budget (TEI's batching rule).
+class BatchLimits:
+    """Collects deliveries under a job-count cap and a token cap (TEI's batching rule).
 
     The first job is always accepted, so one oversized job still runs (alone). Once a job
     does not fit, the batch is closed: later jobs wait their turn, keeping FIFO order.

@@ -1,10 +1,10 @@
-"""Every Redis key and name the queue uses, in one place (arq's ``constants.py`` habit).
+"""Every Redis key name the queue uses, in one place (arq's ``constants.py`` habit).
 
-With the default prefix ``verifier:``::
+With the default ``queue.redis_prefix`` ``verifier:``::
 
     verifier:jobs                      stream of job JSON (field "job"), consumer group "workers"
     verifier:dead                      dead-letter stream (job JSON, entry id, deliveries)
-    verifier:result:<tenant>:<id>      string, the JobOutcome JSON; SET NX + EX result_ttl_s
+    verifier:result:<tenant>:<id>      string, the JobResult JSON; SET NX + EX result_ttl_s
     verifier:notify:<tenant>:<id>      list the submitter BLPOPs; same TTL as the result
     verifier:cancel:<id>               marker: the submitter gave up, workers skip the job
     verifier:idem:<tenant>:<key>       idempotency record -> job id; EX result_ttl_s
@@ -29,8 +29,8 @@ DEAD_MAXLEN = 10_000
 
 
 @dataclass(frozen=True)
-class Keys:
-    """Key names under one prefix; tests use a fresh prefix each so they never collide."""
+class RedisNames:
+    """Redis key names under one prefix; tests use a fresh prefix each so they never collide."""
 
     prefix: str
 
@@ -41,10 +41,6 @@ class Keys:
     @property
     def dead(self) -> str:
         return f"{self.prefix}dead"
-
-    @property
-    def group(self) -> str:
-        return GROUP
 
     def result(self, tenant: str, job_id: str) -> str:
         return f"{self.prefix}result:{tenant}:{job_id}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from service.config import QueueSettings
 from service.errors import DeadlineExceeded, Overloaded, QueueUnavailable
-from service.queue.base import BatchBudget, Delivery, Job, JobOutcome, check_pull_args
+from service.queue.base import BatchLimits, Delivery, Job, JobResult, check_pull_args
 
 logger = logging.getLogger(__name__)
 
@@ -28,26 +28,26 @@ RETRY_AFTER_S = 1.0
 @dataclass(eq=False)
 class _Entry:
     job: Job
-    future: asyncio.Future[JobOutcome]
+    future: asyncio.Future[JobResult]
     idem_key: tuple[str, str] | None = None
     waiters: int = 0
 
 
-def _set_result_if_not_done(future: asyncio.Future[JobOutcome], outcome: JobOutcome) -> bool:
+def _set_result_if_not_done(future: asyncio.Future[JobResult], result: JobResult) -> bool:
     if future.done():
         return False
-    future.set_result(outcome)
+    future.set_result(result)
     return True
 
 
-def _set_exception_if_not_done(future: asyncio.Future[JobOutcome], exc: BaseException) -> bool:
+def _set_exception_if_not_done(future: asyncio.Future[JobResult], exc: BaseException) -> bool:
     if future.done():
         return False
     future.set_exception(exc)
     return True
 
 
-def _failed(future: asyncio.Future[JobOutcome]) -> bool:
+def _failed(future: asyncio.Future[JobResult]) -> bool:
     return future.done() and (future.cancelled() or future.exception() is not None)
 
 
@@ -59,7 +59,7 @@ class LocalQueue:
         queue = LocalQueue(settings.queue)
         worker = Worker(queue, handler, settings.queue)
         task = asyncio.create_task(worker.run())
-        outcome = await queue.submit(job)
+        result = await queue.submit(job)
 
     Depth counts queued plus in-flight jobs, like the Redis queue (lag + pending).
     Jobs are delivered once (``deliveries`` is always 1): a crashed worker here means a
@@ -74,8 +74,8 @@ class LocalQueue:
         self._arrived = asyncio.Event()
         self._handles = itertools.count(1)
         self._closed = False
-        # Recent outcomes by (tenant, job id), kept result_ttl_s for GET /v1/results/{id}.
-        self._results: OrderedDict[tuple[str, str], tuple[JobOutcome, float]] = OrderedDict()
+        # Recent results by (tenant, job id), kept result_ttl_s for GET /v1/results/{id}.
+        self._results: OrderedDict[tuple[str, str], tuple[JobResult, float]] = OrderedDict()
         # Counters read by the metrics layer.
         self.dropped_expired = 0
         self.redelivered = 0
@@ -88,7 +88,7 @@ class LocalQueue:
 
     # -- API side ---------------------------------------------------------------------
 
-    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobOutcome:
+    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobResult:
         if self._closed:
             raise QueueUnavailable("the job queue is closed (the service is shutting down)")
         if job.expired():
@@ -112,7 +112,7 @@ class LocalQueue:
         self._arrived.set()
         return await self._wait(entry, job.deadline)
 
-    async def _wait(self, entry: _Entry, deadline: float) -> JobOutcome:
+    async def _wait(self, entry: _Entry, deadline: float) -> JobResult:
         entry.waiters += 1
         try:
             async with asyncio.timeout(max(0.0, deadline - time.time())):
@@ -145,7 +145,7 @@ class LocalQueue:
         entry.future.add_done_callback(lambda fut: self._forget_if_failed(key, entry, fut))
 
     def _forget_if_failed(
-        self, key: tuple[str, str], entry: _Entry, future: asyncio.Future[JobOutcome]
+        self, key: tuple[str, str], entry: _Entry, future: asyncio.Future[JobResult]
     ) -> None:
         found = self._idem.get(key)
         if found is not None and found[0] is entry and _failed(future):
@@ -166,17 +166,17 @@ class LocalQueue:
         if self._closed:
             # Raise rather than return []: an empty answer would make a worker spin.
             raise QueueUnavailable("the job queue is closed")
-        budget = BatchBudget(max_jobs, max_tokens)
-        await self._fill(budget, block_ms / 1000, first_only=True)
-        if budget.deliveries and not budget.full:
-            await self._fill(budget, self._settings.batch_wait_ms / 1000, first_only=False)
-        return budget.deliveries
+        batch = BatchLimits(max_jobs, max_tokens)
+        await self._fill(batch, block_ms / 1000, first_only=True)
+        if batch.deliveries and not batch.full:
+            await self._fill(batch, self._settings.batch_wait_ms / 1000, first_only=False)
+        return batch.deliveries
 
-    async def _fill(self, budget: BatchBudget, wait_s: float, *, first_only: bool) -> None:
+    async def _fill(self, batch: BatchLimits, wait_s: float, *, first_only: bool) -> None:
         end = time.monotonic() + wait_s
         while not self._closed:
-            self._take(budget)
-            if budget.full or (first_only and budget.deliveries):
+            self._take(batch)
+            if batch.full or (first_only and batch.deliveries):
                 return
             self._arrived.clear()
             remaining = end - time.monotonic()
@@ -188,15 +188,15 @@ class LocalQueue:
             except TimeoutError:
                 return
 
-    def _take(self, budget: BatchBudget) -> None:
-        while self._queue and not budget.full:
+    def _take(self, batch: BatchLimits) -> None:
+        while self._queue and not batch.full:
             entry = self._queue[0]
             if entry.future.done() or entry.job.expired():
                 self._queue.popleft()
                 self._drop(entry)
                 continue
             delivery = Delivery(entry.job, f"local-{next(self._handles)}", 1)
-            if not budget.offer(delivery):
+            if not batch.offer(delivery):
                 return
             self._queue.popleft()
             self._in_flight[delivery.handle] = entry
@@ -208,22 +208,22 @@ class LocalQueue:
             entry.future, DeadlineExceeded(f"job {entry.job.id} expired before a worker ran it")
         )
 
-    async def complete(self, delivery: Delivery, outcome: JobOutcome) -> bool:
+    async def complete(self, delivery: Delivery, result: JobResult) -> bool:
         entry = self._in_flight.pop(delivery.handle, None)
         if entry is None:
             self.duplicate_results += 1
             logger.info("duplicate result for job %s ignored", delivery.job.id)
             return False
-        self._keep(delivery.job, outcome)
-        return _set_result_if_not_done(entry.future, outcome)
+        self._keep(delivery.job, result)
+        return _set_result_if_not_done(entry.future, result)
 
-    def _keep(self, job: Job, outcome: JobOutcome) -> None:
+    def _keep(self, job: Job, result: JobResult) -> None:
         now = time.time()
-        self._results[(job.tenant, job.id)] = (outcome, now + self._settings.result_ttl_s)
+        self._results[(job.tenant, job.id)] = (result, now + self._settings.result_ttl_s)
         while self._results and next(iter(self._results.values()))[1] < now:
             self._results.popitem(last=False)
 
-    async def lookup(self, tenant: str, job_id: str) -> JobOutcome | None:
+    async def lookup(self, tenant: str, job_id: str) -> JobResult | None:
         """A stored result, only under the tenant that submitted it."""
         hit = self._results.get((tenant, job_id))
         return hit[0] if hit is not None and hit[1] >= time.time() else None

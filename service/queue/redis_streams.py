@@ -1,6 +1,6 @@
 """Job queue on Redis Streams: API processes submit, worker processes pull and complete.
 
-Keys are listed in :mod:`service.queue.keys`. The life of a job:
+Redis key names are listed in :mod:`service.queue.keys`. The life of a job:
 
 1. ``submit``: admission (depth vs ``max_queue_depth`` -> ``Overloaded``), then one Lua
    call that claims the idempotency record (``SET NX``) and ``XADD``s the job JSON, then
@@ -41,8 +41,8 @@ from redis import exceptions as rex
 
 from service.config import QueueSettings
 from service.errors import DeadlineExceeded, JobFailed, Overloaded, ServiceError
-from service.queue.base import BatchBudget, Delivery, Job, JobOutcome, check_pull_args
-from service.queue.keys import DEAD_MAXLEN, GROUP, JOB_FIELD, Keys
+from service.queue.base import BatchLimits, Delivery, Job, JobResult, check_pull_args
+from service.queue.keys import DEAD_MAXLEN, GROUP, JOB_FIELD, RedisNames
 from service.redis_client import connect, unavailable
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ redis.call('XADD', KEYS[1], '*', ARGV[4], ARGV[1])
 return ARGV[2]
 """
 
-# KEYS: result, notify, stream, [dead]. ARGV: outcome, ttl, group, entry id,
+# KEYS: result, notify, stream, [dead]. ARGV: result, ttl, group, entry id,
 # [job json, deliveries, dead maxlen]. Returns 1 if this write won.
 _COMPLETE_LUA = """
 local won = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2])
@@ -131,9 +131,9 @@ class RedisQueue:
     Example::
 
         queue = RedisQueue(settings.redis_url, settings.queue, consumer=f"{host}-{pid}")
-        outcome = await queue.submit(job)  # API side
+        result = await queue.submit(job)  # API side
         batch = await queue.pull(32, 65_536, block_ms=1000)  # worker side
-        await queue.complete(batch[0], JobOutcome.success({...}))
+        await queue.complete(batch[0], JobResult.success({...}))
         await queue.close()
 
     ``consumer`` must be unique per worker process (it owns the entries it reads), and one
@@ -146,7 +146,7 @@ class RedisQueue:
     def __init__(self, url: str, settings: QueueSettings, consumer: str) -> None:
         if not consumer:
             raise ValueError("consumer must be a non-empty name, unique per worker process")
-        self.keys = Keys(settings.key_prefix)
+        self.names = RedisNames(settings.redis_prefix)
         self._settings = settings
         self._consumer = consumer
         timeout = settings.redis_timeout_s
@@ -158,7 +158,7 @@ class RedisQueue:
         self._renew_lua = self._redis.register_script(_RENEW_LUA)
         self._cancel_lua = self._redis.register_script(_CANCEL_LUA)
         self._group_ready = False
-        # Entries read but left out of a batch by the token budget; still pending for us
+        # Entries read but left out of a batch by its token cap; still pending for us
         # and offered first on the next pull.
         self._held: list[_Candidate] = []
         self._claim_cursor = "0-0"
@@ -176,10 +176,10 @@ class RedisQueue:
 
     # -- API side ---------------------------------------------------------------------
 
-    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobOutcome:
+    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobResult:
         if job.expired():
             raise DeadlineExceeded(f"job {job.id} was submitted after its deadline")
-        idem = None if idempotency_key is None else self.keys.idem(job.tenant, idempotency_key)
+        idem = None if idempotency_key is None else self.names.idem(job.tenant, idempotency_key)
         with unavailable("submit"):
             if idem is not None:
                 owner = await self._redis.get(idem)
@@ -188,7 +188,7 @@ class RedisQueue:
             await self._admit()
             await self._ensure_group()
             owner = await self._submit_lua(
-                keys=[self.keys.stream] + ([idem] if idem else []),
+                keys=[self.names.stream] + ([idem] if idem else []),
                 args=[job.to_json(), job.id, self._settings.result_ttl_s, JOB_FIELD],
             )
             if owner != job.id:
@@ -204,41 +204,41 @@ class RedisQueue:
                 retry_after=RETRY_AFTER_S,
             )
 
-    async def _wait_own(self, job: Job, idem: str | None) -> JobOutcome:
+    async def _wait_own(self, job: Job, idem: str | None) -> JobResult:
         try:
-            outcome = await self._wait_result(job.tenant, job.id, job.deadline, idem is not None)
+            result = await self._wait_result(job.tenant, job.id, job.deadline, idem is not None)
         except asyncio.CancelledError:
             # The client went away: tell workers to skip the job, then keep cancelling.
             await self._give_up(job, idem)
             raise
-        if outcome is None:
+        if result is None:
             await self._give_up(job, idem)
             raise DeadlineExceeded(
                 f"job {job.id} ({job.kind}) missed its deadline; retry with a longer "
                 "timeout or a smaller request"
             )
-        return outcome
+        return result
 
-    async def _wait_for_owner(self, job: Job, owner_id: str) -> JobOutcome:
+    async def _wait_for_owner(self, job: Job, owner_id: str) -> JobResult:
         """Another request with the same idempotency key runs the job: wait for its result."""
-        outcome = await self._wait_result(job.tenant, owner_id, job.deadline, True)
-        if outcome is None:
+        result = await self._wait_result(job.tenant, owner_id, job.deadline, True)
+        if result is None:
             # Not our job to cancel: its first submitter still waits for it.
             raise DeadlineExceeded(
                 f"job {owner_id} (same idempotency key) did not finish before this deadline"
             )
-        return outcome.as_replay()
+        return result.as_replay()
 
     async def _wait_result(
         self, tenant: str, job_id: str, deadline: float, shared: bool
-    ) -> JobOutcome | None:
-        """The job's outcome, or None once ``deadline`` has passed."""
-        result_key = self.keys.result(tenant, job_id)
-        notify_key = self.keys.notify(tenant, job_id)
+    ) -> JobResult | None:
+        """The job's result, or None once ``deadline`` has passed."""
+        result_key = self.names.result(tenant, job_id)
+        notify_key = self.names.notify(tenant, job_id)
         while True:
             raw = await self._redis.get(result_key)
             if raw is not None:
-                return JobOutcome.from_json(raw)
+                return JobResult.from_json(raw)
             remaining = deadline - time.time()
             if remaining <= 0:
                 return None
@@ -249,11 +249,11 @@ class RedisQueue:
                 # Several callers may wait on one job (idempotency): pass the wake-up on.
                 await self._rearm(notify_key)
 
-    async def lookup(self, tenant: str, job_id: str) -> JobOutcome | None:
+    async def lookup(self, tenant: str, job_id: str) -> JobResult | None:
         """A stored result, only under the tenant that submitted it (keys are tenant-scoped)."""
         with unavailable("lookup"):
-            raw = await self._redis.get(self.keys.result(tenant, job_id))
-        return None if raw is None else JobOutcome.from_json(raw)
+            raw = await self._redis.get(self.names.result(tenant, job_id))
+        return None if raw is None else JobResult.from_json(raw)
 
     async def _rearm(self, notify_key: str) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
@@ -265,7 +265,7 @@ class RedisQueue:
         """Best effort: mark the job cancelled and free the idempotency key."""
         try:
             await self._cancel_lua(
-                keys=[self.keys.cancel(job.id)] + ([idem] if idem else []),
+                keys=[self.names.cancel(job.id)] + ([idem] if idem else []),
                 args=[self._settings.result_ttl_s, job.id],
             )
         except Exception as exc:
@@ -296,25 +296,25 @@ class RedisQueue:
         if self._acks_since_trim and now >= self._next_trim:
             self._next_trim = now + HOUSEKEEPING_S
             await self._trim()
-        budget = BatchBudget(max_jobs, max_tokens)
+        batch = BatchLimits(max_jobs, max_tokens)
         seen: set[str] = set()
         held, self._held = self._held, []
-        await self._offer(budget, held, seen)
-        if not budget.full and now >= self._next_claim:
+        await self._offer(batch, held, seen)
+        if not batch.full and now >= self._next_claim:
             self._next_claim = now + min(HOUSEKEEPING_S, self._settings.claim_idle_ms / 4000)
-            await self._offer(budget, await self._autoclaim(budget.room), seen)
-        if not budget.deliveries:
-            await self._read(budget, block_ms, seen, first_only=True)
-        if budget.deliveries and not budget.full:
+            await self._offer(batch, await self._autoclaim(batch.room), seen)
+        if not batch.deliveries:
+            await self._read(batch, block_ms, seen, first_only=True)
+        if batch.deliveries and not batch.full:
             # Wait out the batch window locally, then read without blocking: Redis expires
             # blocked commands on its cron tick (hz=10), so BLOCK 5 would last ~100 ms.
             if self._settings.batch_wait_ms:
                 await asyncio.sleep(self._settings.batch_wait_ms / 1000)
-            await self._read(budget, 0, seen, first_only=False)
-        return budget.deliveries
+            await self._read(batch, 0, seen, first_only=False)
+        return batch.deliveries
 
     async def _read(
-        self, budget: BatchBudget, wait_ms: int, seen: set[str], *, first_only: bool
+        self, batch: BatchLimits, wait_ms: int, seen: set[str], *, first_only: bool
     ) -> None:
         """XREADGROUP until the batch is full (or has a job, if first_only) or time is up."""
         end = time.monotonic() + wait_ms / 1000
@@ -324,11 +324,11 @@ class RedisQueue:
             block = min(left_ms, int(SLICE_S * 1000)) if left_ms >= 1 else None
             client = self._redis if block is None else self._blocking
             reply = await client.xreadgroup(
-                GROUP, self._consumer, {self.keys.stream: ">"}, count=budget.room, block=block
+                GROUP, self._consumer, {self.names.stream: ">"}, count=batch.room, block=block
             )
             entries = _stream_entries(reply)
-            await self._offer(budget, await self._parse(entries), seen)
-            if budget.full or block is None or (first_only and budget.deliveries):
+            await self._offer(batch, await self._parse(entries), seen)
+            if batch.full or block is None or (first_only and batch.deliveries):
                 return
 
     async def _autoclaim(self, count: int) -> list[_Candidate]:
@@ -336,7 +336,7 @@ class RedisQueue:
         # Never JUSTID here: the reclaim must increment the delivery counter, or a job that
         # kills every worker would circulate forever instead of being dead-lettered.
         reply = await self._redis.xautoclaim(
-            self.keys.stream,
+            self.names.stream,
             GROUP,
             self._consumer,
             min_idle_time=self._settings.claim_idle_ms,
@@ -367,19 +367,19 @@ class RedisQueue:
         logger.error("dead-lettering %d malformed stream entries: %s", len(bad), bad[:3])
         async with self._redis.pipeline(transaction=True) as pipe:
             for entry_id, error in bad:
-                pipe.xadd(self.keys.dead, {"entry": entry_id, "error": error}, maxlen=DEAD_MAXLEN)
-            pipe.xack(self.keys.stream, GROUP, *(entry_id for entry_id, _ in bad))
+                pipe.xadd(self.names.dead, {"entry": entry_id, "error": error}, maxlen=DEAD_MAXLEN)
+            pipe.xack(self.names.stream, GROUP, *(entry_id for entry_id, _ in bad))
             await pipe.execute()
         self.dead += len(bad)
         self._acks_since_trim += len(bad)
 
     async def _offer(
-        self, budget: BatchBudget, candidates: list[_Candidate], seen: set[str]
+        self, batch: BatchLimits, candidates: list[_Candidate], seen: set[str]
     ) -> None:
         fresh = [c for c in candidates if c[0] not in seen]
         seen.update(entry_id for entry_id, _ in fresh)
         for delivery in await self._screen(fresh):
-            if not budget.offer(delivery):
+            if not batch.offer(delivery):
                 self._held.append((delivery.handle, delivery.job))
 
     async def _screen(self, candidates: list[_Candidate]) -> list[Delivery]:
@@ -388,8 +388,8 @@ class RedisQueue:
             return []
         async with self._redis.pipeline(transaction=False) as pipe:
             for entry_id, job in candidates:
-                pipe.xpending_range(self.keys.stream, GROUP, entry_id, entry_id, 1)
-                pipe.exists(self.keys.cancel(job.id))
+                pipe.xpending_range(self.names.stream, GROUP, entry_id, entry_id, 1)
+                pipe.exists(self.names.cancel(job.id))
             replies = await pipe.execute()
         keep: list[Delivery] = []
         drop: list[str] = []
@@ -414,7 +414,7 @@ class RedisQueue:
     async def _drop(self, entry_ids: list[str]) -> None:
         if not entry_ids:
             return
-        await self._redis.xack(self.keys.stream, GROUP, *entry_ids)
+        await self._redis.xack(self.names.stream, GROUP, *entry_ids)
         self.dropped_expired += len(entry_ids)
         self._acks_since_trim += len(entry_ids)
         logger.info("dropped %d cancelled or expired jobs", len(entry_ids))
@@ -432,28 +432,28 @@ class RedisQueue:
             f"job {job.id} ({job.kind}) crashed workers {self._settings.max_deliveries} times "
             "and was dead-lettered; check the worker logs"
         )
-        await self._finish(delivery, JobOutcome.from_error(error), dead=True)
+        await self._finish(delivery, JobResult.from_error(error), dead=True)
         self.dead += 1
 
-    async def complete(self, delivery: Delivery, outcome: JobOutcome) -> bool:
+    async def complete(self, delivery: Delivery, result: JobResult) -> bool:
         with unavailable("complete"):
-            won = await self._finish(delivery, outcome, dead=False)
+            won = await self._finish(delivery, result, dead=False)
         if not won:
             self.duplicate_results += 1
             logger.info("job %s already had a result; this one is dropped", delivery.job.id)
         return won
 
-    async def _finish(self, delivery: Delivery, outcome: JobOutcome, *, dead: bool) -> bool:
+    async def _finish(self, delivery: Delivery, result: JobResult, *, dead: bool) -> bool:
         job = delivery.job
         keys = [
-            self.keys.result(job.tenant, job.id),
-            self.keys.notify(job.tenant, job.id),
-            self.keys.stream,
+            self.names.result(job.tenant, job.id),
+            self.names.notify(job.tenant, job.id),
+            self.names.stream,
         ]
-        args: list[str | int] = [outcome.to_json(), self._settings.result_ttl_s, GROUP]
+        args: list[str | int] = [result.to_json(), self._settings.result_ttl_s, GROUP]
         args.append(delivery.handle)
         if dead:
-            keys.append(self.keys.dead)
+            keys.append(self.names.dead)
             args += [job.to_json(), delivery.deliveries, DEAD_MAXLEN]
         won = await self._complete_lua(keys=keys, args=args)
         self._acks_since_trim += 1
@@ -471,7 +471,7 @@ class RedisQueue:
             return
         with unavailable("renew"):
             renewed = await self._renew_lua(
-                keys=[self.keys.stream], args=[GROUP, self._consumer, *ids]
+                keys=[self.names.stream], args=[GROUP, self._consumer, *ids]
             )
         if int(renewed) < len(ids):
             # Completed since the worker listed them, or reclaimed by another worker.
@@ -491,7 +491,7 @@ class RedisQueue:
 
     async def _depth(self) -> int:
         try:
-            groups = await self._redis.xinfo_groups(self.keys.stream)
+            groups = await self._redis.xinfo_groups(self.names.stream)
         except rex.ResponseError as exc:
             if not _group_missing(exc):
                 raise
@@ -502,7 +502,7 @@ class RedisQueue:
             self._group_ready = False
         elif ours[0].get("lag") is not None:
             return int(ours[0]["pending"]) + int(ours[0]["lag"])
-        return int(await self._redis.xlen(self.keys.stream))
+        return int(await self._redis.xlen(self.names.stream))
 
     async def trim(self) -> int:
         """Remove acked entries from the stream; returns how many were removed."""
@@ -512,8 +512,8 @@ class RedisQueue:
     async def _trim(self) -> int:
         self._acks_since_trim = 0
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.xpending(self.keys.stream, GROUP)
-            pipe.xinfo_groups(self.keys.stream)
+            pipe.xpending(self.names.stream, GROUP)
+            pipe.xinfo_groups(self.names.stream)
             summary, groups = await pipe.execute()
         if summary["pending"]:
             # Everything older than the oldest pending entry was delivered and acked.
@@ -524,7 +524,7 @@ class RedisQueue:
             if last == "0-0":
                 return 0
             min_id = _next_id(str(last))
-        removed = await self._redis.xtrim(self.keys.stream, minid=min_id, approximate=False)
+        removed = await self._redis.xtrim(self.names.stream, minid=min_id, approximate=False)
         return int(removed)
 
     async def _ensure_group(self) -> None:
@@ -532,7 +532,7 @@ class RedisQueue:
             return
         try:
             # From id 0, so that jobs added before the first worker started are delivered.
-            await self._redis.xgroup_create(self.keys.stream, GROUP, id="0", mkstream=True)
+            await self._redis.xgroup_create(self.names.stream, GROUP, id="0", mkstream=True)
         except rex.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise

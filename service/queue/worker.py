@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from service.aio import bounded, wait_bounded
 from service.config import QueueSettings
 from service.diagnostics import log_tasks
-from service.errors import QueueUnavailable, ServiceError
-from service.queue.base import Delivery, Handler, Job, JobOutcome, JobQueue, Renewable
+from service.errors import DeadlineExceeded, QueueUnavailable, ServiceError
+from service.queue.base import Delivery, Handler, Job, JobQueue, JobResult, Renewable
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class Worker:
         worker.stop()
         await task  # returns once the jobs in flight are completed
 
-    A handler's ``ServiceError`` becomes an outcome with its own status and type; any other
+    A handler's ``ServiceError`` becomes a result with its own status and type; any other
     exception becomes ``500 internal_error``. A handler still running at its job's deadline is
     cancelled (nobody waits for it) and reported as ``504``.
     """
@@ -199,24 +199,24 @@ class Worker:
     async def _run_and_complete(self, delivery: Delivery) -> None:
         try:
             try:
-                outcome = await self._run_one(delivery.job)
+                result = await self._run_one(delivery.job)
             except asyncio.CancelledError:
                 if _cancelled():
                     raise  # the watchdog gave up on this job and answered it already
                 # A CancelledError that no deadline of ours raised leaked out of the handler.
                 job = delivery.job
                 logger.error("job %s (%s) was cancelled by its handler", job.id, job.kind)
-                outcome = JobOutcome.failure(500, "internal_error", "the job was cancelled")
-            await self._answer(delivery, outcome)
+                result = JobResult.from_error(ServiceError("the job was cancelled"))
+            await self._answer(delivery, result)
         finally:
             self._release(delivery)
 
-    async def _answer(self, delivery: Delivery, outcome: JobOutcome) -> None:
+    async def _answer(self, delivery: Delivery, result: JobResult) -> None:
         entry = self._inflight.get(delivery.handle)
         if entry is None or entry.answered:
             return  # the watchdog gave up on this job and answered it already
         entry.answered = True
-        await self._complete(delivery, outcome)
+        await self._complete(delivery, result)
         self._beat()
 
     def _release(self, delivery: Delivery) -> None:
@@ -228,28 +228,28 @@ class Worker:
         if self._on_inflight is not None:
             self._on_inflight(len(self._inflight))
 
-    async def _run_one(self, job: Job) -> JobOutcome:
+    async def _run_one(self, job: Job) -> JobResult:
         deadline = asyncio.timeout(max(0.0, job.deadline - time.time()))
         try:
             async with deadline:
-                outcome = await self._handler(job)
+                result = await self._handler(job)
         except TimeoutError as exc:
             if deadline.expired():
                 msg = f"job {job.id} ({job.kind}) ran past its deadline"
-                return JobOutcome.failure(504, "deadline_exceeded", msg)
+                return JobResult.from_error(DeadlineExceeded(msg))
             return _crashed(job, exc)
         except ServiceError as exc:
-            return JobOutcome.from_error(exc)
+            return JobResult.from_error(exc)
         except Exception as exc:
             return _crashed(job, exc)
-        if not isinstance(outcome, JobOutcome):
-            logger.error("handler for %s returned %s, not a JobOutcome", job.kind, type(outcome))
-            return JobOutcome.failure(500, "internal_error", "the handler returned no outcome")
-        return outcome
+        if not isinstance(result, JobResult):
+            logger.error("handler for %s returned %s, not a JobResult", job.kind, type(result))
+            return JobResult.from_error(ServiceError("the handler returned no outcome"))
+        return result
 
-    async def _complete(self, delivery: Delivery, outcome: JobOutcome) -> None:
+    async def _complete(self, delivery: Delivery, result: JobResult) -> None:
         try:
-            won = await self._queue.complete(delivery, outcome)
+            won = await self._queue.complete(delivery, result)
         except QueueUnavailable as exc:
             # The entry stays pending and is redelivered after claim_idle_ms.
             logger.warning("could not complete job %s: %s", delivery.job.id, exc)
@@ -335,7 +335,7 @@ class Worker:
             job = entry.delivery.job
             msg = f"job {job.id} ({job.kind}) ran past its deadline; the worker is restarting"
             await bounded(
-                self._answer(entry.delivery, JobOutcome.failure(504, "deadline_exceeded", msg)),
+                self._answer(entry.delivery, JobResult.from_error(DeadlineExceeded(msg))),
                 self._settings.redis_timeout_s * 3,
                 f"answering wedged job {job.id}",
             )
@@ -367,7 +367,7 @@ def _cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def _crashed(job: Job, exc: Exception) -> JobOutcome:
+def _crashed(job: Job, exc: Exception) -> JobResult:
     logger.error("job %s (%s) failed", job.id, job.kind, exc_info=exc)
     # The client sees the exception class only; details stay in the log.
-    return JobOutcome.failure(500, "internal_error", f"the job failed: {type(exc).__name__}")
+    return JobResult.from_error(ServiceError(f"the job failed: {type(exc).__name__}"))

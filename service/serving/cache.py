@@ -41,7 +41,7 @@ from service.engine.base import (
     SpanResult,
     TokenUsage,
 )
-from service.queue.keys import Keys
+from service.queue.keys import RedisNames
 from service.scoring.tokenizer import Tokenizer
 from service.serving.context import current_tenant
 
@@ -179,7 +179,7 @@ class RedisStore:
 
     def __init__(self, redis: Any, prefix: str, max_entries: int, ttl_s: int) -> None:
         self._redis = redis
-        self._keys = Keys(prefix)
+        self._names = RedisNames(prefix)
         self._max = max_entries
         self._ttl = ttl_s
         self._put = redis.register_script(_PUT_LUA)
@@ -190,14 +190,14 @@ class RedisStore:
     async def get_many(self, keys: Sequence[str]) -> list[CachedJudgment | None]:
         if not keys:
             return []
-        raw = await self._redis.mget([self._keys.judgment(k) for k in keys])
+        raw = await self._redis.mget([self._names.judgment(k) for k in keys])
         return [None if r is None else CachedJudgment.from_json(r) for r in raw]
 
     async def put_many(self, items: Sequence[tuple[str, CachedJudgment]]) -> None:
         if not items:
             return
         evicted = await self._put(
-            keys=[self._keys.judgment_index, *(self._keys.judgment(k) for k, _ in items)],
+            keys=[self._names.judgment_index, *(self._names.judgment(k) for k, _ in items)],
             args=[self._ttl, self._max, time.time(), *(v.to_json() for _, v in items)],
         )
         self.evictions += int(evicted)

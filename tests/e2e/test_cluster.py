@@ -42,6 +42,8 @@ pytestmark = pytest.mark.timeout(900)
 CLAIM_IDLE_MS = 3000
 MAX_DELIVERIES = 2
 QUOTA = 3000
+# Workers exit on a job of this kind (fault injection); no other test here sends one.
+POISON_KIND = "mcq_audit"
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +52,10 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
-        "VERIFIER_QUEUE__KEY_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
+        "VERIFIER_QUEUE__REDIS_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
         "VERIFIER_QUEUE__CLAIM_IDLE_MS": str(CLAIM_IDLE_MS),
         "VERIFIER_QUEUE__MAX_DELIVERIES": str(MAX_DELIVERIES),
-        "VERIFIER_QUEUE__FAULT_CRASH_KIND": "poison",
+        "VERIFIER_QUEUE__FAULT_CRASH_KIND": POISON_KIND,
         "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
         "VERIFIER_AUTH__ENABLED": "true",
         "VERIFIER_LIMITS__REQUEST_TIMEOUT_S": "180",
@@ -248,11 +250,11 @@ def test_tenant_metric_labels_never_cross(cluster: Cluster) -> None:
 
 
 def budget_by_tenant(port: int, key: str) -> dict[tuple[str, str], float]:
-    """``verifier_budget_tokens_total`` as {(tenant, outcome): value}."""
+    """``verifier_budget_tokens_total`` as {(tenant, result): value}."""
     r = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=auth(key), timeout=10)
     assert r.status_code == 200, r.text
     return {
-        (s.labels["tenant"], s.labels["outcome"]): s.value
+        (s.labels["tenant"], s.labels["result"]): s.value
         for family in text_string_to_metric_families(r.text)
         if family.name == "verifier_budget_tokens"
         for s in family.samples
@@ -350,7 +352,7 @@ def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
     from service.queue.redis_streams import RedisQueue
 
     settings = QueueSettings(
-        key_prefix=cluster.env["VERIFIER_QUEUE__KEY_PREFIX"],
+        redis_prefix=cluster.env["VERIFIER_QUEUE__REDIS_PREFIX"],
         claim_idle_ms=CLAIM_IDLE_MS,
         max_deliveries=MAX_DELIVERIES,
     )
@@ -359,7 +361,7 @@ def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
     async def submit() -> None:
         queue = RedisQueue(url, settings, "test-submitter")
         try:
-            job = Job(id=new_job_id(), kind="poison", payload={}, deadline=time.time() + 600)
+            job = Job(id=new_job_id(), kind=POISON_KIND, payload={}, deadline=time.time() + 600)
             outcome = await queue.submit(job)
             with pytest.raises(JobFailed):
                 outcome.raise_for_error()
@@ -382,7 +384,7 @@ def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
 
     asyncio.run(main())
     dead = subprocess.run(
-        ["redis-cli", "-p", str(cluster.redis_port), "XLEN", settings.key_prefix + "dead"],
+        ["redis-cli", "-p", str(cluster.redis_port), "XLEN", settings.redis_prefix + "dead"],
         capture_output=True,
         text=True,
     ).stdout.strip()

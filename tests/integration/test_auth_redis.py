@@ -15,9 +15,7 @@ from redis.asyncio import Redis
 
 from service.auth import (
     KeyRecord,
-    QuotaExhausted,
     Reservation,
-    Unauthorized,
     authenticate,
     create_key,
     key_digest,
@@ -28,7 +26,7 @@ from service.auth import (
     settle,
     window_index,
 )
-from service.errors import InvalidRequest, QueueUnavailable
+from service.errors import InvalidRequest, QueueUnavailable, QuotaExhausted, Unauthorized
 from service.redis_client import connect
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,7 +8,7 @@ from uuid import uuid4
 
 import pytest
 
-from service.queue.keys import Keys
+from service.queue.keys import RedisNames
 from service.redis_client import connect
 from service.serving.cache import CachedJudgment, CachingEngine, RedisStore
 from tests.unit.test_judgment_cache import CountingEngine, call
@@ -38,7 +38,7 @@ async def test_entries_round_trip_with_their_ttl(prefix: str) -> None:
     value = CachedJudgment(-1.25, "why", 3, "verdict")
     await s.put_many([("k1", value)])
     assert await s.get_many(["k1", "missing"]) == [value, None]
-    ttl = await s._redis.ttl(Keys(prefix).judgment("k1"))
+    ttl = await s._redis.ttl(RedisNames(prefix).judgment("k1"))
     assert 0 < ttl <= 120
     await s._redis.aclose()  # the store does not own its client
 
@@ -52,7 +52,7 @@ async def test_the_size_cap_evicts_the_oldest(prefix: str) -> None:
     found = await s.get_many([f"k{i}" for i in range(5)])
     assert found == [None, None, value, value, value]
     assert s.evictions == 2
-    assert await s._redis.zcard(Keys(prefix).judgment_index) == 3
+    assert await s._redis.zcard(RedisNames(prefix).judgment_index) == 3
     await s._redis.aclose()  # the store does not own its client
 
 

@@ -25,8 +25,8 @@ from redis.retry import Retry
 
 from service.config import QueueSettings
 from service.errors import DeadlineExceeded, JobFailed, Overloaded, QueueUnavailable
-from service.queue.base import Delivery, Job, JobOutcome, new_job_id
-from service.queue.keys import GROUP, Keys
+from service.queue.base import Delivery, Job, JobResult, new_job_id
+from service.queue.keys import GROUP, RedisNames
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
 
@@ -36,7 +36,7 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 BIG = 1_000_000
 
 MakeQueue = Callable[..., RedisQueue]
-Spawn = Callable[[Coroutine[Any, Any, JobOutcome]], "asyncio.Task[JobOutcome]"]
+Spawn = Callable[[Coroutine[Any, Any, JobResult]], "asyncio.Task[JobResult]"]
 
 
 def make_job(est_tokens: int = 0, timeout_s: float = 5.0, **kw: Any) -> Job:
@@ -50,8 +50,8 @@ def make_job(est_tokens: int = 0, timeout_s: float = 5.0, **kw: Any) -> Job:
     )
 
 
-async def echo(job: Job) -> JobOutcome:
-    return JobOutcome.success({"id": job.id, "tenant": job.tenant, "payload": job.payload})
+async def echo(job: Job) -> JobResult:
+    return JobResult.success({"id": job.id, "tenant": job.tenant, "payload": job.payload})
 
 
 @pytest.fixture
@@ -78,8 +78,8 @@ async def prefix(r: Redis) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def keys(prefix: str) -> Keys:
-    return Keys(prefix)
+def names(prefix: str) -> RedisNames:
+    return RedisNames(prefix)
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ async def make_queue(prefix: str) -> AsyncIterator[MakeQueue]:
 
     def make(consumer: str = "c1", url: str = REDIS_URL, **overrides: Any) -> RedisQueue:
         values: dict[str, Any] = {
-            "key_prefix": prefix,
+            "redis_prefix": prefix,
             "claim_idle_ms": 300,
             "batch_wait_ms": 5,
             "redis_timeout_s": 1.0,
@@ -107,9 +107,9 @@ async def make_queue(prefix: str) -> AsyncIterator[MakeQueue]:
 @pytest.fixture
 async def spawn() -> AsyncIterator[Spawn]:
     """Background submits; any still running at teardown are cancelled."""
-    tasks: list[asyncio.Task[JobOutcome]] = []
+    tasks: list[asyncio.Task[JobResult]] = []
 
-    def start(coro: Coroutine[Any, Any, JobOutcome]) -> asyncio.Task[JobOutcome]:
+    def start(coro: Coroutine[Any, Any, JobResult]) -> asyncio.Task[JobResult]:
         tasks.append(asyncio.create_task(coro))
         return tasks[-1]
 
@@ -150,7 +150,7 @@ async def wait_depth(queue: RedisQueue, n: int) -> None:
 
 async def finish(queue: RedisQueue, batch: list[Delivery]) -> None:
     for d in batch:
-        assert await queue.complete(d, JobOutcome.success({"id": d.job.id}))
+        assert await queue.complete(d, JobResult.success({"id": d.job.id}))
 
 
 # -- round trip and batching --------------------------------------------------------------
@@ -179,7 +179,7 @@ async def test_pull_is_bounded_by_job_count(make_queue: MakeQueue, spawn: Spawn)
 
 
 async def test_pull_is_bounded_by_tokens(
-    make_queue: MakeQueue, spawn: Spawn, r: Redis, keys: Keys
+    make_queue: MakeQueue, spawn: Spawn, r: Redis, names: RedisNames
 ) -> None:
     queue = make_queue()
     jobs = [make_job(est_tokens=40) for _ in range(3)] + [make_job(500), make_job(10)]
@@ -196,7 +196,7 @@ async def test_pull_is_bounded_by_tokens(
     for batch in batches:
         await finish(queue, batch)
     await asyncio.gather(*tasks)
-    assert (await r.xpending(keys.stream, GROUP))["pending"] == 0
+    assert (await r.xpending(names.stream, GROUP))["pending"] == 0
 
 
 async def test_batch_window_collects_late_jobs(make_queue: MakeQueue, spawn: Spawn) -> None:
@@ -218,8 +218,8 @@ async def test_first_result_wins(make_queue: MakeQueue, spawn: Spawn) -> None:
     task = spawn(queue.submit(make_job()))
     await wait_depth(queue, 1)
     [delivery] = await queue.pull(10, BIG, 200)
-    assert await queue.complete(delivery, JobOutcome.success({"v": 1}))
-    assert not await queue.complete(delivery, JobOutcome.success({"v": 2}))
+    assert await queue.complete(delivery, JobResult.success({"v": 1}))
+    assert not await queue.complete(delivery, JobResult.success({"v": 2}))
     assert (await task).body == {"v": 1}
     assert queue.duplicate_results == 1
 
@@ -240,13 +240,13 @@ async def test_idle_job_is_reclaimed_by_another_consumer(
     [again] = await rescuer.pull(10, BIG, 50)
     assert (again.job, again.deliveries) == (lost.job, 2)
     assert rescuer.redelivered == 1
-    assert await rescuer.complete(again, JobOutcome.success({"by": "b"}))
+    assert await rescuer.complete(again, JobResult.success({"by": "b"}))
     assert (await task).body == {"by": "b"}
-    assert not await crashed.complete(lost, JobOutcome.success({"by": "a"}))
+    assert not await crashed.complete(lost, JobResult.success({"by": "a"}))
 
 
 async def test_poison_job_is_dead_lettered(
-    make_queue: MakeQueue, spawn: Spawn, r: Redis, keys: Keys
+    make_queue: MakeQueue, spawn: Spawn, r: Redis, names: RedisNames
 ) -> None:
     queues = [make_queue(f"w{i}", max_deliveries=2) for i in range(3)]
     task = spawn(queues[0].submit(make_job()))
@@ -261,33 +261,33 @@ async def test_poison_job_is_dead_lettered(
     assert (outcome.ok, outcome.status, outcome.error_type) == (False, 502, "job_failed")
     with pytest.raises(JobFailed):
         outcome.raise_for_error()
-    assert await r.xlen(keys.dead) == 1
-    assert (await r.xpending(keys.stream, GROUP))["pending"] == 0
+    assert await r.xlen(names.dead) == 1
+    assert (await r.xpending(names.stream, GROUP))["pending"] == 0
 
 
 async def test_malformed_entry_is_dead_lettered(
-    make_queue: MakeQueue, r: Redis, keys: Keys
+    make_queue: MakeQueue, r: Redis, names: RedisNames
 ) -> None:
     queue = make_queue()
-    await r.xadd(keys.stream, {"job": "{not json"})
+    await r.xadd(names.stream, {"job": "{not json"})
     assert await queue.pull(10, BIG, 50) == []
     assert queue.dead == 1
-    assert await r.xlen(keys.dead) == 1
+    assert await r.xlen(names.dead) == 1
     assert await queue.depth() == 0
 
 
 async def test_renewal_keeps_a_slow_job_from_being_stolen(
-    make_queue: MakeQueue, r: Redis, keys: Keys
+    make_queue: MakeQueue, r: Redis, names: RedisNames
 ) -> None:
     slow, thief = make_queue("slow"), make_queue("thief")
     started, release = asyncio.Event(), asyncio.Event()
     calls: list[str] = []
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         calls.append(job.id)
         started.set()
         await release.wait()
-        return JobOutcome.success({"by": "slow"})
+        return JobResult.success({"by": "slow"})
 
     async with serving(slow, handle):
         task = asyncio.create_task(slow.submit(make_job()))
@@ -295,7 +295,7 @@ async def test_renewal_keeps_a_slow_job_from_being_stolen(
         end = time.monotonic() + 1.0  # more than three idle windows
         while time.monotonic() < end:
             assert await thief.pull(10, BIG, 100) == []
-        [entry] = await r.xpending_range(keys.stream, GROUP, "-", "+", 10)
+        [entry] = await r.xpending_range(names.stream, GROUP, "-", "+", 10)
         assert (entry["consumer"], entry["times_delivered"]) == ("slow", 1)
         release.set()
         assert (await task).body == {"by": "slow"}
@@ -304,7 +304,7 @@ async def test_renewal_keeps_a_slow_job_from_being_stolen(
 
 
 async def test_late_renewal_does_not_take_a_job_back(
-    make_queue: MakeQueue, spawn: Spawn, r: Redis, keys: Keys
+    make_queue: MakeQueue, spawn: Spawn, r: Redis, names: RedisNames
 ) -> None:
     a, b = make_queue("a"), make_queue("b")
     spawn(a.submit(make_job()))
@@ -313,7 +313,7 @@ async def test_late_renewal_does_not_take_a_job_back(
     await asyncio.sleep(0.35)
     [stolen] = await b.pull(10, BIG, 50)
     await a.renew(batch)
-    [info] = await r.xpending_range(keys.stream, GROUP, stolen.handle, stolen.handle, 1)
+    [info] = await r.xpending_range(names.stream, GROUP, stolen.handle, stolen.handle, 1)
     assert (info["consumer"], info["times_delivered"]) == ("b", 2)
 
 
@@ -326,7 +326,7 @@ async def test_held_job_taken_over_by_another_consumer_is_not_run_twice(
     for job in jobs:
         tasks.append(spawn(a.submit(job)))
         await wait_depth(a, len(tasks))
-    first = await a.pull(10, 100, 200)  # the second job is held back by the token budget
+    first = await a.pull(10, 100, 200)  # the second job is held back by the token cap
     assert [d.job.id for d in first] == [jobs[0].id]
     await asyncio.sleep(0.35)  # nobody renews: both entries go idle
     taken = await b.pull(10, BIG, 50)
@@ -348,23 +348,25 @@ async def test_submit_never_waits_past_the_deadline(make_queue: MakeQueue) -> No
 
 
 async def test_expired_jobs_are_dropped_and_counted(
-    make_queue: MakeQueue, r: Redis, keys: Keys
+    make_queue: MakeQueue, r: Redis, names: RedisNames
 ) -> None:
     queue = make_queue()
     gone = make_job(timeout_s=0.2)
     with pytest.raises(DeadlineExceeded):
         await queue.submit(gone)
-    assert await r.exists(keys.cancel(gone.id)) == 1
+    assert await r.exists(names.cancel(gone.id)) == 1
     # A job whose deadline passed while queued, without any cancel marker.
     stale = make_job(timeout_s=-1.0)
-    await r.xadd(keys.stream, {"job": stale.to_json()})
+    await r.xadd(names.stream, {"job": stale.to_json()})
     assert await queue.pull(10, BIG, 50) == []
     assert queue.dropped_expired == 2
-    assert (await r.xpending(keys.stream, GROUP))["pending"] == 0
+    assert (await r.xpending(names.stream, GROUP))["pending"] == 0
     assert await queue.depth() == 0
 
 
-async def test_cancelled_caller_job_is_skipped(make_queue: MakeQueue, r: Redis, keys: Keys) -> None:
+async def test_cancelled_caller_job_is_skipped(
+    make_queue: MakeQueue, r: Redis, names: RedisNames
+) -> None:
     queue = make_queue()
     job = make_job()
     task = asyncio.create_task(queue.submit(job))
@@ -373,7 +375,7 @@ async def test_cancelled_caller_job_is_skipped(make_queue: MakeQueue, r: Redis, 
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await r.exists(keys.cancel(job.id)) == 1
+    assert await r.exists(names.cancel(job.id)) == 1
     assert await queue.pull(10, BIG, 50) == []
     assert queue.dropped_expired == 1
 
@@ -385,10 +387,10 @@ async def test_idempotency_key_returns_the_stored_outcome(make_queue: MakeQueue)
     queue = make_queue()
     calls: list[str] = []
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         calls.append(job.id)
         await asyncio.sleep(0.05)
-        return JobOutcome.success({"ran": job.id})
+        return JobResult.success({"ran": job.id})
 
     async with serving(queue, handle):
         first = await queue.submit(make_job(), idempotency_key="req-1")
@@ -407,12 +409,12 @@ async def test_idempotency_key_returns_the_stored_outcome(make_queue: MakeQueue)
 
 
 async def test_idempotency_key_is_freed_when_the_job_expires(
-    make_queue: MakeQueue, r: Redis, keys: Keys
+    make_queue: MakeQueue, r: Redis, names: RedisNames
 ) -> None:
     queue = make_queue()
     with pytest.raises(DeadlineExceeded):
         await queue.submit(make_job(timeout_s=0.2), idempotency_key="k")
-    assert await r.exists(keys.idem("default", "k")) == 0
+    assert await r.exists(names.idem("default", "k")) == 0
     async with serving(queue):
         retry = make_job()
         outcome = await queue.submit(retry, idempotency_key="k")
@@ -420,7 +422,7 @@ async def test_idempotency_key_is_freed_when_the_job_expires(
 
 
 async def test_tenants_do_not_share_results_or_keys(
-    make_queue: MakeQueue, r: Redis, keys: Keys
+    make_queue: MakeQueue, r: Redis, names: RedisNames
 ) -> None:
     queue = make_queue()
     job_a, job_b = make_job(tenant="a"), make_job(tenant="b")
@@ -429,9 +431,9 @@ async def test_tenants_do_not_share_results_or_keys(
         out_b = await queue.submit(job_b, idempotency_key="same")
     assert (out_a.body or {}).get("id") == job_a.id
     assert (out_b.body or {}).get("id") == job_b.id
-    assert await r.get(keys.result("a", job_a.id)) is not None
-    assert await r.get(keys.result("b", job_a.id)) is None
-    assert keys.idem("a", "same") != keys.idem("b", "same")
+    assert await r.get(names.result("a", job_a.id)) is not None
+    assert await r.get(names.result("b", job_a.id)) is None
+    assert names.idem("a", "same") != names.idem("b", "same")
 
 
 # -- backpressure, outages, housekeeping -----------------------------------------------
@@ -460,7 +462,7 @@ async def test_unreachable_redis_is_queue_unavailable_fast(make_queue: MakeQueue
         lambda: queue.submit(make_job()),
         lambda: queue.pull(10, BIG, 1000),
         lambda: queue.depth(),
-        lambda: queue.complete(Delivery(make_job(), "1-0"), JobOutcome.success({})),
+        lambda: queue.complete(Delivery(make_job(), "1-0"), JobResult.success({})),
     ):
         start = time.monotonic()
         with pytest.raises(QueueUnavailable, match="VERIFIER_REDIS_URL"):
@@ -561,7 +563,7 @@ async def test_dropped_connections_heal_without_errors(
 
 
 async def test_stream_is_trimmed_after_acks(
-    make_queue: MakeQueue, spawn: Spawn, r: Redis, keys: Keys
+    make_queue: MakeQueue, spawn: Spawn, r: Redis, names: RedisNames
 ) -> None:
     queue = make_queue()
     tasks = [spawn(queue.submit(make_job())) for _ in range(2)]
@@ -569,17 +571,17 @@ async def test_stream_is_trimmed_after_acks(
     first = await queue.pull(1, BIG, 100)
     await finish(queue, first)
     second = await queue.pull(1, BIG, 100)  # trims the acked first entry
-    assert await r.xlen(keys.stream) == 1  # the pending one stays
+    assert await r.xlen(names.stream) == 1  # the pending one stays
     await finish(queue, second)
     await asyncio.gather(*tasks)
     assert await queue.trim() == 1
-    assert await r.xlen(keys.stream) == 0
+    assert await r.xlen(names.stream) == 0
     async with serving(queue):
         for _ in range(5):
             assert (await queue.submit(make_job())).ok
 
         async def drained() -> bool:
-            return await r.xlen(keys.stream) == 0
+            return await r.xlen(names.stream) == 0
 
         await wait_for(drained, "the worker to trim the stream")
     assert await queue.depth() == 0

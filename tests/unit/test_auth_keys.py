@@ -10,8 +10,6 @@ from service.auth import (
     KEY_PREFIX,
     AuthSettings,
     KeyRecord,
-    QuotaExhausted,
-    Unauthorized,
     check_tenant,
     key_digest,
     key_id_of,
@@ -21,7 +19,7 @@ from service.auth import (
     seconds_to_next_window,
     window_index,
 )
-from service.errors import InvalidRequest, ServiceError
+from service.errors import InvalidRequest, QuotaExhausted, ServiceError, Unauthorized
 
 KEY = "vk_" + "A" * 43
 

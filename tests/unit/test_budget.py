@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from service import budget
-from service.budget import BudgetTooSmall, Estimate, estimate, estimate_text_tokens, plan
-from service.errors import InvalidRequest
+from service.budget import Estimate, estimate, estimate_text_tokens, plan
+from service.errors import BudgetTooSmall, InvalidRequest
 from service.protocol import (
     OutcomeRequest,
     ProcessMode,

@@ -18,7 +18,7 @@ from service.errors import (
     QueueUnavailable,
     ServiceError,
 )
-from service.queue.base import Delivery, Job, JobOutcome, new_job_id
+from service.queue.base import Delivery, Job, JobResult, new_job_id
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
 
@@ -59,13 +59,13 @@ async def wait_depth(queue: LocalQueue, n: int) -> None:
     raise AssertionError(f"depth stayed at {await queue.depth()}, expected {n}")
 
 
-def submit_all(queue: LocalQueue, jobs: list[Job]) -> list[asyncio.Task[JobOutcome]]:
+def submit_all(queue: LocalQueue, jobs: list[Job]) -> list[asyncio.Task[JobResult]]:
     return [asyncio.create_task(queue.submit(job)) for job in jobs]
 
 
 async def finish(queue: LocalQueue, batch: list[Delivery]) -> None:
     for d in batch:
-        assert await queue.complete(d, JobOutcome.success({"id": d.job.id}))
+        assert await queue.complete(d, JobResult.success({"id": d.job.id}))
 
 
 # -- wire format ------------------------------------------------------------------------
@@ -93,14 +93,14 @@ def test_tenant_with_colon_is_rejected() -> None:
 
 
 def test_outcome_json_and_error_mapping() -> None:
-    ok = JobOutcome.success({"score": 0.5})
-    assert JobOutcome.from_json(ok.to_json()) == ok
+    ok = JobResult.success({"score": 0.5})
+    assert JobResult.from_json(ok.to_json()) == ok
     ok.raise_for_error()
-    failed = JobOutcome.from_error(JobFailed("boom"))
-    assert JobOutcome.from_json(failed.to_json()) == failed
+    failed = JobResult.from_error(JobFailed("boom"))
+    assert JobResult.from_json(failed.to_json()) == failed
     with pytest.raises(JobFailed, match="boom"):
         failed.raise_for_error()
-    unknown = JobOutcome.failure(418, "teapot", "short and stout")
+    unknown = JobResult.failure(418, "teapot", "short and stout")
     with pytest.raises(ServiceError, match="stout") as info:
         unknown.raise_for_error()
     assert (info.value.status, info.value.type) == (418, "teapot")
@@ -199,15 +199,15 @@ async def test_result_after_caller_left_is_not_an_error(queue: LocalQueue) -> No
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not await queue.complete(delivery, JobOutcome.success({}))
+    assert not await queue.complete(delivery, JobResult.success({}))
 
 
 async def test_first_result_wins(queue: LocalQueue) -> None:
     task = asyncio.create_task(queue.submit(make_job()))
     await wait_depth(queue, 1)
     [delivery] = await queue.pull(10, BIG, 0)
-    assert await queue.complete(delivery, JobOutcome.success({"v": 1}))
-    assert not await queue.complete(delivery, JobOutcome.success({"v": 2}))
+    assert await queue.complete(delivery, JobResult.success({"v": 1}))
+    assert not await queue.complete(delivery, JobResult.success({"v": 2}))
     assert (await task).body == {"v": 1}
     assert queue.duplicate_results == 1
 
@@ -238,14 +238,14 @@ async def test_close_resolves_waiting_callers(queue: LocalQueue) -> None:
 
 # -- idempotency --------------------------------------------------------------------------
 
-Counter = Callable[[Job], Awaitable[JobOutcome]]
+Counter = Callable[[Job], Awaitable[JobResult]]
 
 
 def counting_handler(calls: list[str]) -> Counter:
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         calls.append(job.id)
         await asyncio.sleep(0.01)
-        return JobOutcome.success({"ran": job.id, "tenant": job.tenant})
+        return JobResult.success({"ran": job.id, "tenant": job.tenant})
 
     return handle
 

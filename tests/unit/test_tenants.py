@@ -27,7 +27,7 @@ def test_queue_and_auth_refuse_the_same_names(tenant: str) -> None:
 
 def test_queue_accepts_what_auth_accepts() -> None:
     for tenant in ["acme", "a", "A-b_c.9", "x" * 64]:
-        assert Job(id="j", kind="k", payload={}, deadline=1.0, tenant=tenant).tenant == tenant
+        assert Job(id="j", kind="outcome", payload={}, deadline=1.0, tenant=tenant).tenant == tenant
         assert auth_check_tenant(tenant) == tenant
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from service.config import QueueSettings
 from service.errors import InvalidRequest, QueueUnavailable
-from service.queue.base import Delivery, Job, JobOutcome
+from service.queue.base import Delivery, Job, JobResult
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
 from tests.unit.test_queue_local import counting_handler, make_job, submit_all, wait_depth
@@ -34,10 +34,10 @@ class RecordingQueue(LocalQueue):
 
     def __init__(self, settings: QueueSettings) -> None:
         super().__init__(settings)
-        self.outcomes: dict[str, JobOutcome] = {}
+        self.outcomes: dict[str, JobResult] = {}
         self.completes: list[str] = []
 
-    async def complete(self, delivery: Delivery, outcome: JobOutcome) -> bool:
+    async def complete(self, delivery: Delivery, outcome: JobResult) -> bool:
         case = str(delivery.job.payload.get("case", delivery.job.id))
         self.outcomes[case] = outcome
         self.completes.append(case)
@@ -65,7 +65,7 @@ async def run_until_answered(
 async def test_worker_maps_handler_errors(settings: QueueSettings) -> None:
     queue = RecordingQueue(settings)
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         case = job.payload["case"]
         if case == "invalid":
             raise InvalidRequest("bad field")
@@ -75,7 +75,7 @@ async def test_worker_maps_handler_errors(settings: QueueSettings) -> None:
             await asyncio.sleep(5)
         if case == "not-an-outcome":
             return {"oops": 1}  # type: ignore[return-value]
-        return JobOutcome.success({"case": case})
+        return JobResult.success({"case": case})
 
     cases = {"ok": 5.0, "invalid": 5.0, "crash": 5.0, "slow": 0.2, "not-an-outcome": 5.0}
     tasks = [
@@ -103,10 +103,10 @@ async def test_a_fast_job_overtakes_a_slow_one(settings: QueueSettings) -> None:
     queue = RecordingQueue(settings)
     release = asyncio.Event()
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         if job.payload["case"] == "slow":
             await release.wait()
-        return JobOutcome.success({})
+        return JobResult.success({})
 
     worker = Worker(queue, handle, settings, block_ms=10)
     run = asyncio.create_task(worker.run())
@@ -130,10 +130,10 @@ async def test_worker_pulls_only_under_its_inflight_caps() -> None:
     running: list[str] = []
     counts: list[int] = []
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         running.append(job.payload["case"])
         await release.wait()
-        return JobOutcome.success({})
+        return JobResult.success({})
 
     worker = Worker(queue, handle, settings, block_ms=10, on_inflight=counts.append)
     tasks = submit_all(queue, [make_job(payload={"case": str(i)}) for i in range(3)])
@@ -174,10 +174,10 @@ async def test_worker_stop_drains_the_jobs_in_flight(
     started, release = asyncio.Event(), asyncio.Event()
     batches: list[tuple[int, int]] = []
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         started.set()
         await release.wait()
-        return JobOutcome.success({"id": job.id})
+        return JobResult.success({"id": job.id})
 
     worker = Worker(
         queue, handle, settings, on_batch=lambda n, t: batches.append((n, t)), block_ms=20
@@ -218,9 +218,9 @@ async def test_worker_renews_exactly_the_jobs_in_flight() -> None:
     queue = RenewingQueue(QueueSettings(claim_idle_ms=150, batch_wait_ms=1))
     durations = {"short": 0.05, "long": 0.4}
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         await asyncio.sleep(durations[job.payload["case"]])  # renewals every 50 ms
-        return JobOutcome.success({})
+        return JobResult.success({})
 
     short, long = (make_job(payload={"case": c}) for c in durations)
     tasks = submit_all(queue, [short, long])
@@ -243,9 +243,9 @@ async def test_draining_keeps_the_renewal_pace_and_does_not_spin() -> None:
     release = asyncio.Event()
     beats: list[float] = []
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         await release.wait()
-        return JobOutcome.success({})
+        return JobResult.success({})
 
     worker = Worker(queue, handle, queue.settings, block_ms=10, on_progress=lambda: beats.append(1))
     run = asyncio.create_task(worker.run())
@@ -294,9 +294,9 @@ async def test_a_renewal_that_swallows_cancellation_never_stops_the_worker(how: 
     settings = QueueSettings(claim_idle_ms=150, batch_wait_ms=1, stuck_grace_s=5)
     queue = SwallowingRenewQueue(settings, how)
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         await asyncio.sleep(0.2)  # several renewal rounds while it runs
-        return JobOutcome.success({})
+        return JobResult.success({})
 
     worker = Worker(queue, handle, settings, block_ms=10)
     run = asyncio.create_task(worker.run())
@@ -321,12 +321,12 @@ async def test_worker_gives_up_on_a_handler_that_ignores_its_deadline() -> None:
     queue = RecordingQueue(settings)
     release = asyncio.Event()
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         if job.payload["case"] == "wedged":
             while not release.is_set():  # swallows every cancellation, like a wedged engine
                 with contextlib.suppress(asyncio.CancelledError):
                     await release.wait()
-        return JobOutcome.success({})
+        return JobResult.success({})
 
     cases = {"ok": 1.0, "wedged": 0.1}
     tasks = [
@@ -395,9 +395,9 @@ async def test_a_renewal_hung_past_the_grace_is_a_stall() -> None:
     stalls: list[str] = []
     release = asyncio.Event()
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         await release.wait()
-        return JobOutcome.success({})
+        return JobResult.success({})
 
     worker = Worker(queue, handle, settings, block_ms=10, on_stall=stalls.append)
     run = asyncio.create_task(worker.run())
@@ -418,10 +418,10 @@ async def test_worker_survives_a_cancellation_leaking_from_a_handler(
 ) -> None:
     queue = RecordingQueue(settings)
 
-    async def handle(job: Job) -> JobOutcome:
+    async def handle(job: Job) -> JobResult:
         if job.payload["case"] == "leak":
             raise asyncio.CancelledError  # as a library may raise on a dropped connection
-        return JobOutcome.success({})
+        return JobResult.success({})
 
     tasks = [
         asyncio.create_task(queue.submit(make_job(payload={"case": c}))) for c in ("ok", "leak")
