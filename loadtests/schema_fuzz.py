@@ -100,7 +100,7 @@ def main() -> int:
     before = served(args.url, headers)
     run = subprocess.run(cmd, check=False, capture_output=True, text=True)
     routes = by_route(served(args.url, headers) - before)
-    paths = httpx.get(f"{args.url}/openapi.json", timeout=30).json()["paths"]
+    paths = httpx.get(f"{args.url}/openapi.json", headers=headers, timeout=30).json()["paths"]
     if not args.report.exists():
         sys.stderr.write(run.stdout[-4000:] + run.stderr[-4000:])
         return 2
