@@ -7,7 +7,7 @@ No other module reads ``os.environ``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -149,6 +149,18 @@ class QueueSettings(BaseModel):
         default=None,
         description="Fault injection for tests: a worker exits at once on a job of this kind.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        # The old name would be dropped in silence (extra="ignore") and every process would
+        # share the default prefix: refuse it instead.
+        if isinstance(data, dict) and "key_prefix" in data:
+            raise ValueError(
+                "queue.key_prefix was renamed: set VERIFIER_QUEUE__REDIS_PREFIX instead of "
+                "VERIFIER_QUEUE__KEY_PREFIX"
+            )
+        return data
 
 
 class CacheSettings(BaseModel):
