@@ -32,6 +32,7 @@ recovers by itself once Redis is back; a lost consumer group is recreated.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -40,10 +41,11 @@ from typing import Any
 from redis import exceptions as rex
 
 from service.config import QueueSettings
-from service.errors import DeadlineExceeded, JobFailed, Overloaded, ServiceError
+from service.errors import DeadlineExceeded, InvalidRequest, JobFailed, Overloaded, ServiceError
 from service.queue.base import BatchLimits, Delivery, Job, JobResult, check_pull_args
 from service.queue.keys import DEAD_MAXLEN, GROUP, JOB_FIELD, RedisNames
 from service.redis_client import connect, unavailable
+from service.tenants import check_tenant
 
 logger = logging.getLogger(__name__)
 
@@ -352,23 +354,37 @@ class RedisQueue:
 
     async def _parse(self, entries: Sequence[Any]) -> list[_Candidate]:
         good: list[_Candidate] = []
-        bad: list[tuple[str, str]] = []
+        bad: list[tuple[str, str, Any]] = []
         for entry_id, fields in entries:
+            raw = (fields or {}).get(JOB_FIELD)
             try:
-                good.append((entry_id, Job.from_json((fields or {})[JOB_FIELD])))
-            except (KeyError, ValueError, ServiceError) as exc:
-                bad.append((entry_id, f"{type(exc).__name__}: {exc}"))
+                good.append((entry_id, Job.from_json(raw if raw is not None else "")))
+            except (ValueError, ServiceError) as exc:
+                bad.append((entry_id, f"{type(exc).__name__}: {exc}", raw))
         if bad:
             await self._bury_malformed(bad)
         return good
 
-    async def _bury_malformed(self, bad: list[tuple[str, str]]) -> None:
-        # Nobody can be told (no job id or tenant): keep the entry for inspection, ack it.
+    async def _bury_malformed(self, bad: list[tuple[str, str, Any]]) -> None:
+        """Keep each entry for inspection and ack it; answer its caller when it can be found.
+
+        An entry that names a job id and a valid tenant but fails otherwise (a job kind this
+        worker does not know: the API runs a newer version) gets a typed 422 at once, instead
+        of its caller waiting for the deadline.
+        """
         logger.error("dead-lettering %d malformed stream entries: %s", len(bad), bad[:3])
+        ttl = self._settings.result_ttl_s
         async with self._redis.pipeline(transaction=True) as pipe:
-            for entry_id, error in bad:
+            for entry_id, error, raw in bad:
                 pipe.xadd(self.names.dead, {"entry": entry_id, "error": error}, maxlen=DEAD_MAXLEN)
-            pipe.xack(self.names.stream, GROUP, *(entry_id for entry_id, _ in bad))
+                address = _address(raw)
+                if address is not None:
+                    refused = InvalidRequest(f"this worker cannot run the job ({error[:300]})")
+                    result, notify = self.names.result(*address), self.names.notify(*address)
+                    pipe.set(result, JobResult.from_error(refused).to_json(), nx=True, ex=ttl)
+                    pipe.lpush(notify, "1")
+                    pipe.expire(notify, ttl)
+            pipe.xack(self.names.stream, GROUP, *(entry_id for entry_id, _, _ in bad))
             await pipe.execute()
         self.dead += len(bad)
         self._acks_since_trim += len(bad)
@@ -542,3 +558,15 @@ class RedisQueue:
         """Close both connection pools. Held entries stay pending and are reclaimed later."""
         await self._redis.aclose()
         await self._blocking.aclose()
+
+
+def _address(raw: Any) -> tuple[str, str] | None:
+    """(tenant, job id) of a malformed job entry, when both can be read and the tenant is valid."""
+    try:
+        data = json.loads(raw)
+        tenant, job_id = data.get("tenant", "default"), data["id"]
+        if isinstance(tenant, str) and isinstance(job_id, str) and job_id:
+            return check_tenant(tenant), job_id
+    except (TypeError, ValueError, KeyError, AttributeError, ServiceError):
+        pass
+    return None

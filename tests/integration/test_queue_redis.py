@@ -6,6 +6,7 @@ Recovery tests start their own throwaway ``redis-server`` on a free port.
 from __future__ import annotations
 
 import asyncio
+import json
 import contextlib
 import shutil
 import signal
@@ -274,6 +275,25 @@ async def test_malformed_entry_is_dead_lettered(
     assert queue.dead == 1
     assert await r.xlen(names.dead) == 1
     assert await queue.depth() == 0
+
+
+async def test_an_addressable_malformed_entry_is_answered_422(
+    make_queue: MakeQueue, r: Redis, names: RedisNames
+) -> None:
+    """A kind this worker does not know (the API runs a newer version): dead-lettered, and its
+    caller told at once instead of waiting for the deadline."""
+    queue = make_queue()
+    job = json.loads(make_job(tenant="acme").to_json())
+    job["kind"] = "from_a_newer_api"
+    await r.xadd(names.stream, {"job": json.dumps(job)})
+    assert await queue.pull(10, BIG, 50) == []
+    assert (queue.dead, await r.xlen(names.dead)) == (1, 1)
+    result = await queue.lookup("acme", job["id"])
+    assert result is not None
+    assert (result.ok, result.status, result.error_type) == (False, 422, "invalid_request")
+    assert "this worker cannot run the job" in (result.error_message or "")
+    assert await r.lrange(names.notify("acme", job["id"]), 0, -1) == ["1"]
+    assert await queue.lookup("default", job["id"]) is None  # still the tenant's alone
 
 
 async def test_renewal_keeps_a_slow_job_from_being_stolen(
