@@ -18,7 +18,9 @@ logger = logging.getLogger(__name__)
 
 
 class ServiceModel(BaseModel):
-    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+    # strict: a request is read as its schema says (schema fuzzing sent `"cache": 0` and got a
+    # 200: lax mode took 0 for false and "5" for 5). A JSON integer still fills a number field.
+    model_config = ConfigDict(extra="ignore", protected_namespaces=(), strict=True)
 
     @model_validator(mode="before")
     @classmethod
