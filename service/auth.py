@@ -35,10 +35,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 from redis.typing import EncodableT, FieldT
 
+from service.config import AuthSettings
 from service.errors import InvalidRequest, ServiceError
 from service.redis_client import connect, is_unreachable, unavailable
 from service.tenants import check_tenant
@@ -115,13 +115,6 @@ class QuotaExhausted(ServiceError):
 
     status = 429
     type = "quota_exhausted"
-
-
-class AuthSettings(BaseModel):
-    """API-key authentication (``VERIFIER_AUTH__ENABLED=true``)."""
-
-    enabled: bool = False
-    default_window_s: int = Field(default=3600, ge=1, description="Quota window of new keys.")
 
 
 @dataclass(frozen=True)
