@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.engine.base import TokenUsage
 from service.textcheck import check_unicode
+from service.usage import TokenUsage
 
 logger = logging.getLogger(__name__)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def _loaded(module: str, prefixes: tuple[str, ...]) -> list[str]:
     """The modules under `prefixes` that importing `module` loads."""
@@ -23,3 +25,15 @@ def _loaded(module: str, prefixes: tuple[str, ...]) -> list[str]:
 def test_config_does_not_import_redis() -> None:
     assert _loaded("service.config", ("redis",)) == []
 
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "service.protocol",
+        "service.protocol_mcq",
+        "service.protocol_audit",
+        "service.protocol_reward",
+    ],
+)
+def test_protocol_does_not_import_the_engine(module: str) -> None:
+    assert _loaded(module, ("service.engine", "vllm", "redis")) == []
