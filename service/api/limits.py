@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.config import LimitSettings
 from service.errors import InvalidRequest, PayloadTooLarge
-from service.protocol import JudgeOptions
+from service.protocol import JudgeOptions, ScoreOptions
 
 
 def check_texts(limits: LimitSettings, **texts: str) -> None:
@@ -46,3 +46,12 @@ def check_judge_options(limits: LimitSettings, options: JudgeOptions) -> None:
             f"{limits.max_reasoning_tokens} (VERIFIER_LIMITS__MAX_REASONING_TOKENS)"
         )
 
+
+def check_documents(
+    limits: LimitSettings, question: str, texts: list[str], opts: ScoreOptions
+) -> None:
+    """The checks of /v1/score and the rerank routes: many documents under one question."""
+    check_counts(limits, documents=len(texts), max_steps=opts.max_steps)
+    check_texts(limits, question=question)
+    check_many(limits, "documents", texts)
+    check_judge_options(limits, opts)
