@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import time
 from collections.abc import AsyncIterator
@@ -215,7 +214,7 @@ async def test_no_raw_key_anywhere(r: Redis, prefix: str) -> None:
     for key, _ in made:
         secret = key.removeprefix("vk_")
         for record in listed:
-            for value in [*dataclasses.astuple(record), repr(record)]:
+            for value in [*record.model_dump().values(), repr(record)]:
                 assert secret not in str(value)
         for text in stored:
             assert secret not in text
@@ -240,7 +239,9 @@ async def dump_prefix(r: Redis, prefix: str) -> list[str]:
 
 async def test_redis_down_is_queue_unavailable_quickly(prefix: str) -> None:
     dead = connect("redis://127.0.0.1:1/0", timeout_s=0.5)
-    record = KeyRecord("0" * 12, "acme", "x", 10, WINDOW_S, 0)
+    record = KeyRecord(
+        key_id="0" * 12, tenant="acme", name="x", quota_tokens=10, window_s=WINDOW_S, created=0
+    )
     start = time.monotonic()
     try:
         with pytest.raises(QueueUnavailable, match="unreachable"):
