@@ -57,6 +57,12 @@ class Usage(BaseModel):
         default=0, description="Judgments answered from the judgment cache (no tokens spent)."
     )
 
+    def __add__(self, other: Usage) -> Usage:
+        """Field-wise sum, e.g. ``sum(parts, Usage())`` for a request made of several parts."""
+        return Usage(
+            **{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields}
+        )
+
     @classmethod
     def of(cls, usage: TokenUsage) -> Usage:
         return cls(
