@@ -29,6 +29,7 @@ import httpx
 
 from service.config import Settings
 from service.engine.device import resolve_dtype
+from service.engine.judging import PROMPT_TOPK
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import CPU_BLOCK_SIZE, configure_vllm_env
 from service.scoring import prompts
@@ -98,7 +99,7 @@ def raw_engine(settings: Settings, model: str) -> Any:
             enable_prefix_caching=True,
             block_size=block_size(settings),
             max_num_seqs=cfg.max_num_seqs,
-            max_logprobs=20,
+            max_logprobs=PROMPT_TOPK,
             seed=cfg.seed,
         )
     )
@@ -195,7 +196,7 @@ async def run_vllm_server(
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
         "--dtype", resolve_dtype(cfg.dtype, "cpu"), "--max-model-len", str(cfg.max_model_len), "--enable-prefix-caching",
-        "--max-num-seqs", str(cfg.max_num_seqs), "--max-logprobs", "20", "--seed", str(cfg.seed),
+        "--max-num-seqs", str(cfg.max_num_seqs), "--max-logprobs", str(PROMPT_TOPK), "--seed", str(cfg.seed),
         "--port", str(port), "--host", "127.0.0.1", "--served-model-name", "judge",
         "--block-size", str(block_size(settings)),
         "--uvicorn-log-level", "warning",

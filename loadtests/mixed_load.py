@@ -33,6 +33,7 @@ import httpx
 from loadtests.judge_throughput import ROOT, Pair, block_size, load_pairs, process, wait_ok
 from service.config import Settings
 from service.engine.device import resolve_dtype
+from service.engine.judging import PROMPT_TOPK
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import configure_vllm_env
 from service.scoring import prompts
@@ -96,7 +97,7 @@ async def run_vllm(cfg: Settings, model: str, args: argparse.Namespace, work: An
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
         "--dtype", resolve_dtype(e.dtype, "cpu"), "--max-model-len", str(e.max_model_len),
         "--enable-prefix-caching", "--max-num-seqs", str(e.max_num_seqs),
-        "--max-logprobs", "20", "--seed", str(e.seed), "--port", str(args.port),
+        "--max-logprobs", str(PROMPT_TOPK), "--seed", str(e.seed), "--port", str(args.port),
         "--host", "127.0.0.1", "--served-model-name", "judge",
         "--block-size", str(block_size(cfg)), "--uvicorn-log-level", "warning",
     ]  # fmt: skip

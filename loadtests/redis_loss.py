@@ -116,7 +116,7 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
         await asyncio.wait_for(worker_task, 30)
         late = 0
         for job_id in accepted - answered:
-            if await api._redis.get(api.keys.result("default", job_id)) is not None:
+            if await api._redis.get(api.names.result("default", job_id)) is not None:
                 late += 1
         await api.close()
         await wq.close()

@@ -24,7 +24,8 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from service.aio import CLOSE_TIMEOUT_S, bounded, wait_bounded
-from service.api import health, judge, mcq, rerank, reward, split
+from service.api import health, judge, mcq, rerank, results, reward, score, split
+from service.api import metrics as metrics_api
 from service.api.deps import AppState
 from service.api.errors import install_error_handlers
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
@@ -304,8 +305,11 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.state.svc = AppState(settings=settings, metrics=metrics)
     app.state.run_worker = run_worker
     app.include_router(health.router)
+    app.include_router(metrics_api.router)
+    app.include_router(results.router)
     app.include_router(judge.router)
     app.include_router(split.router)
+    app.include_router(score.router)
     app.include_router(rerank.router)
     app.include_router(mcq.router)
     app.include_router(reward.router)

@@ -36,10 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from redis.asyncio import Redis
 from redis.typing import EncodableT, FieldT
 
+from service.config import AuthSettings
 from service.errors import InvalidRequest, QuotaExhausted, Unauthorized
 from service.redis_client import connect, is_unreachable, unavailable
 from service.tenants import check_tenant
@@ -49,6 +50,7 @@ __all__ = [
     "AuthSettings",
     "KeyRecord",
     "Reservation",
+    "StoredKey",
     "authenticate",
     "check_tenant",
     "connect",
@@ -104,26 +106,42 @@ return 1
 """
 
 
-class AuthSettings(BaseModel):
-    """API-key authentication (``VERIFIER_AUTH__ENABLED=true``)."""
-
-    enabled: bool = False
-    default_window_s: int = Field(default=3600, ge=1, description="Quota window of new keys.")
-
-
-@dataclass(frozen=True)
-class KeyRecord:
+class KeyRecord(BaseModel):
     """What is known about a key; never the key itself.
 
     ``quota_tokens`` is the tenant's budget per ``window_s`` seconds (None = unlimited).
     """
+
+    model_config = ConfigDict(frozen=True)
 
     key_id: str
     tenant: str
     name: str
     quota_tokens: int | None
     window_s: int
-    created: int
+    created: int  # unix seconds
+
+    @field_validator("quota_tokens", mode="before")
+    @classmethod
+    def _unlimited(cls, value: object) -> object:
+        # A Redis hash holds only strings: "" stands for None there.
+        return None if value == "" else value
+
+
+class StoredKey(KeyRecord):
+    """The Redis hash of a key (``<prefix>apikey:<digest>``): its record and its digest.
+
+    Every value is stored as a string, ``quota_tokens`` as "" when unlimited; parsing turns
+    them back into the record's types (a malformed hash raises ``ValidationError``).
+    """
+
+    digest: str
+
+    def to_hash(self) -> dict[FieldT, EncodableT]:
+        return {k: "" if v is None else str(v) for k, v in self.model_dump().items()}
+
+    def record(self) -> KeyRecord:
+        return KeyRecord.model_validate(self.model_dump(exclude={"digest"}))
 
 
 @dataclass(frozen=True)
@@ -205,16 +223,8 @@ def _text(value: str | bytes) -> str:
 
 
 def _record_from_hash(fields: Mapping[str, str]) -> KeyRecord:
-    """Raises KeyError/ValueError on a malformed record."""
-    quota = fields["quota_tokens"]
-    return KeyRecord(
-        key_id=fields["key_id"],
-        tenant=fields["tenant"],
-        name=fields["name"],
-        quota_tokens=int(quota) if quota else None,
-        window_s=int(fields["window_s"]),
-        created=int(fields["created"]),
-    )
+    """Raises ValidationError on a malformed record."""
+    return StoredKey.model_validate(fields).record()
 
 
 def _check_key_args(tenant: str, name: str, quota_tokens: int | None, window_s: int) -> None:
@@ -247,19 +257,19 @@ async def create_key(
     _check_key_args(tenant, name, quota_tokens, window_s)
     key = new_api_key()
     digest = key_digest(key)
-    record = KeyRecord(key_id_of(digest), tenant, name, quota_tokens, window_s, int(time.time()))
-    fields: dict[FieldT, EncodableT] = {
-        "digest": digest,
-        "key_id": record.key_id,
-        "tenant": tenant,
-        "name": name,
-        "quota_tokens": "" if quota_tokens is None else str(quota_tokens),
-        "window_s": str(window_s),
-        "created": str(record.created),
-    }
+    stored = StoredKey(
+        digest=digest,
+        key_id=key_id_of(digest),
+        tenant=tenant,
+        name=name,
+        quota_tokens=quota_tokens,
+        window_s=window_s,
+        created=int(time.time()),
+    )
+    record = stored.record()
     with unavailable("create_key"):
         async with redis.pipeline(transaction=True) as pipe:
-            pipe.hset(_apikey_key(prefix, digest), mapping=fields)
+            pipe.hset(_apikey_key(prefix, digest), mapping=stored.to_hash())
             pipe.sadd(_apikeys_set(prefix), digest)
             await pipe.execute()
     logger.info("created API key %s for tenant %s (%s)", record.key_id, tenant, name)
@@ -315,7 +325,7 @@ async def list_keys(redis: Redis, prefix: str) -> list[KeyRecord]:
     for digest, raw in zip(digests, hashes, strict=True):
         try:
             records.append(_record_from_hash(_decoded(raw)))
-        except (KeyError, ValueError):
+        except ValidationError:
             logger.warning("API key %s has a missing or malformed record", key_id_of(digest))
     return sorted(records, key=lambda r: (r.created, r.key_id))
 
@@ -343,7 +353,7 @@ async def authenticate(redis: Redis, prefix: str, authorization_header: str | No
         raise Unauthorized("invalid or revoked API key; ask an admin for a new one")
     try:
         return _record_from_hash(fields)
-    except (KeyError, ValueError) as exc:
+    except ValidationError as exc:
         logger.error("API key %s has a malformed record: %r", key_id_of(digest), exc)
         raise Unauthorized("this API key's record is damaged; ask an admin for a new one") from exc
 

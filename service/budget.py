@@ -70,6 +70,7 @@ __all__ = [
     "estimate",
     "estimate_text_tokens",
     "plan",
+    "split_copy_tokens",
 ]
 
 # --- text -> tokens without a tokenizer ------------------------------------------------------
@@ -114,6 +115,11 @@ SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
 # The copy call's max_tokens (serving/process.py): the copy, its markers and an echoed fence.
 SPLIT_COPY_RATIO: Final = 1.25
 SPLIT_COPY_EXTRA: Final = 64
+
+
+def split_copy_tokens(response_tokens: int) -> int:
+    """max_tokens of the model split's copy of a response of ``response_tokens`` tokens."""
+    return int(response_tokens * SPLIT_COPY_RATIO) + SPLIT_COPY_EXTRA
 
 
 def estimate_text_tokens(text: str) -> int:
@@ -209,7 +215,7 @@ def _split_cost(response: str, method: splitting.SplitMethod) -> Estimate:
     if not splitting.needs_model(response, method):
         return ZERO
     size = estimate_text_tokens(response)
-    return Estimate.of(SPLIT_OVERHEAD + size, int(size * SPLIT_COPY_RATIO) + SPLIT_COPY_EXTRA, 1)
+    return Estimate.of(SPLIT_OVERHEAD + size, split_copy_tokens(size), 1)
 
 
 def _process_response(

@@ -118,17 +118,22 @@ def keys_create(
     tenant: Annotated[str, typer.Option(help="Tenant the key belongs to.")],
     name: Annotated[str, typer.Option(help="A label for humans.")] = "",
     quota: Annotated[int | None, typer.Option(help="Tokens per window (none = unlimited).")] = None,
-    window: Annotated[int, typer.Option(help="Quota window in seconds.")] = 3600,
+    window: Annotated[
+        int | None,
+        typer.Option(help="Quota window in seconds (none = VERIFIER_AUTH__DEFAULT_WINDOW_S)."),
+    ] = None,
 ) -> None:
     """Create a key; it is printed once and only its hash is stored."""
     import asyncio
 
     from service.auth import create_key
 
+    window_s = get_settings().auth.default_window_s if window is None else window
+
     async def run() -> None:
         redis, prefix = _keys_redis()
         try:
-            key, record = await create_key(redis, prefix, tenant, name, quota, window)
+            key, record = await create_key(redis, prefix, tenant, name, quota, window_s)
         finally:
             await redis.aclose()
         typer.echo(key)

@@ -12,7 +12,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service.auth import AuthSettings
 from service.queue.kinds import JobKind
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -169,6 +168,13 @@ class CacheSettings(BaseModel):
     enabled: bool = True
     ttl_s: int = Field(default=3600, ge=1, description="How long a judgment is kept.")
     max_entries: int = Field(default=100_000, ge=1, description="Oldest evicted beyond this.")
+
+
+class AuthSettings(BaseModel):
+    """API-key authentication (``VERIFIER_AUTH__ENABLED=true``)."""
+
+    enabled: bool = False
+    default_window_s: int = Field(default=3600, ge=1, description="Quota window of new keys.")
 
 
 class RewardSettings(BaseModel):

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.engine.base import TokenUsage
 from service.textcheck import check_unicode
+from service.usage import TokenUsage
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,12 @@ class Usage(BaseModel):
     cached_judgments: int = Field(
         default=0, description="Judgments answered from the judgment cache (no tokens spent)."
     )
+
+    def __add__(self, other: Usage) -> Usage:
+        """Field-wise sum, e.g. ``sum(parts, Usage())`` for a request made of several parts."""
+        return Usage(
+            **{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields}
+        )
 
     @classmethod
     def of(cls, usage: TokenUsage) -> Usage:

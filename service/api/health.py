@@ -1,15 +1,11 @@
-"""Liveness, readiness, models and metrics."""
+"""Liveness, readiness and the served model."""
 
 from __future__ import annotations
 
-import contextlib
-
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from service.api.deps import StateDep, tenant_name
-from service.api.judge import NOT_FOUND
-from service.errors import NotFound, ServiceError
+from service.api.deps import StateDep
 from service.protocol import ErrorResponse, ModelCard, ModelList, Readiness
 
 router = APIRouter(tags=["health"])
@@ -42,26 +38,3 @@ async def models(state: StateDep) -> ModelList:
         info = state.services.engine.model_info()
         card.root, card.device, card.dtype = info.path, info.device, info.dtype
     return ModelList(data=[card])
-
-
-@router.get("/metrics", include_in_schema=False)
-async def metrics(state: StateDep) -> Response:
-    """Prometheus text; queue depth is read from the queue (Redis: shared by every process)."""
-    if state.queue is not None:
-        with contextlib.suppress(ServiceError):
-            state.metrics.queue_depth.set(await state.queue.depth())
-    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
-
-
-@router.get("/v1/results/{job_id}", tags=["jobs"], responses={**UNAUTHORIZED, **NOT_FOUND})
-async def result(job_id: str, request: Request, state: StateDep) -> JSONResponse:
-    """The stored result of a job (id from the X-Job-Id header), for the tenant that sent it."""
-    tenant = tenant_name(request)
-    outcome = None
-    if state.queue is not None:
-        outcome = await state.queue.lookup(tenant, job_id)
-    if outcome is None:
-        raise NotFound(f"no result for job {job_id} (unknown, expired, or another tenant's)")
-    if not outcome.ok:
-        outcome.raise_for_error()
-    return JSONResponse(outcome.body)

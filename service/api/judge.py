@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from service.api.deps import (
-    QueueDep,
-    StateDep,
-    check_counts,
-    check_judge_options,
-    check_many,
-    check_texts,
-    run_job,
-)
+from service.api.deps import QueueDep, StateDep
+from service.api.limits import check_counts, check_judge_options, check_many, check_texts
+from service.api.pipeline import run_job
 from service.protocol import (
     ErrorResponse,
     OutcomeRequest,

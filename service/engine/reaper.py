@@ -6,8 +6,8 @@ of memory, or GPU memory) running as orphans, and the restarted worker would sta
 engine next to them. :func:`start_reaper` starts a small watcher process (``python -m
 service.engine.reaper``) holding the read end of a pipe whose write end only the owner holds.
 The kernel closes that end when the owner dies, however it dies; the watcher then SIGKILLs the
-owner's children it has seen (checked by start time, so a reused pid is never hit). The core's
-own workers follow the core through vLLM's death pipe. Linux only (``/proc``).
+owner's children it has seen (psutil checks each one's start time, so a reused pid is never
+hit). The core's own workers follow the core through vLLM's death pipe. Linux only.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import select
 import signal
 import subprocess
 import sys
-from pathlib import Path
+
+import psutil
 
 POLL_S = 1.0  # how often the watcher looks for new children
 
@@ -57,40 +58,29 @@ def _close(fd: int) -> None:
         os.close(fd)
 
 
-def proc_stat(pid: int | str) -> list[str] | None:
-    """Fields 3.. of /proc/<pid>/stat (state, ppid, ...; start time at [19]); None if gone."""
+def children(parent: int) -> dict[int, psutil.Process]:
+    """pid -> process of the live children of ``parent`` (none once it is gone)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
-    return stat.rpartition(")")[2].split()
-
-
-def children(parent: int) -> dict[int, int]:
-    """pid -> start time of the live children of ``parent``."""
-    found: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        fields = proc_stat(entry.name) if entry.name.isdigit() else None
-        if fields is not None and int(fields[1]) == parent:
-            found[int(entry.name)] = int(fields[19])
-    return found
+        return {child.pid: child for child in psutil.Process(parent).children()}
+    except psutil.Error:
+        return {}
 
 
 def watch(parent: int, stream: int = 0) -> None:
     """Track ``parent``'s children until ``stream`` reaches EOF, then kill them."""
-    seen: dict[int, int] = {}
+    # Orphans are re-parented at once, so they are only found while the owner still lives.
+    seen: dict[int, psutil.Process] = {}
     while True:
         seen.update(children(parent))
         ready, _, _ = select.select([stream], [], [], POLL_S)
         if ready and not os.read(stream, 4096):
             break
     seen.pop(os.getpid(), None)
-    for pid, started in seen.items():
-        fields = proc_stat(pid)
-        if fields is not None and int(fields[19]) == started:  # not a reused pid
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    for proc in seen.values():
+        # kill() refuses (NoSuchProcess) a pid that now names another process: psutil compares
+        # its start time with the one read when the child was found.
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
 
 
 if __name__ == "__main__":

@@ -16,13 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
-from typing import Final, NamedTuple, TypedDict, TypeVar
+from typing import Final, NamedTuple, TypedDict
+
+from pydantic import Field, ValidationError
 
 from service.scoring.fusion import rank
+from service.scoring.rows import DataRow, row_error
 
 SOLVER_ORDER: Final = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
-
-_T = TypeVar("_T")
 
 
 class Candidate(NamedTuple):
@@ -52,14 +53,47 @@ class SelectionReport(TypedDict):
     oracle_accuracy: float  # at least one candidate is correct (upper bound)
 
 
+class SolverEntry(DataRow):
+    """One solver's entry in a row: ``{"is_correct": bool, "solution": str}``."""
+
+    is_correct: bool
+    solution: str
+
+
+class SolutionsRow(DataRow):
+    """One line of ``example_model_solutions.jsonl``; a solver entry per `SOLVER_ORDER` name."""
+
+    question: str
+    ground_truth: str
+    finetuning_6b: SolverEntry = Field(alias="6b_finetuning")
+    verification_6b: SolverEntry = Field(alias="6b_verification")
+    finetuning_175b: SolverEntry = Field(alias="175b_finetuning")
+    verification_175b: SolverEntry = Field(alias="175b_verification")
+
+    def to_item(self) -> BestOfNItem:
+        entries = (
+            self.finetuning_6b,
+            self.verification_6b,
+            self.finetuning_175b,
+            self.verification_175b,
+        )
+        candidates = tuple(
+            Candidate(name, e.solution, e.is_correct)
+            for name, e in zip(SOLVER_ORDER, entries, strict=True)
+        )
+        return BestOfNItem(self.question, self.ground_truth, candidates)
+
+
 def parse_gsm8k_row(row: Mapping[str, object]) -> BestOfNItem:
-    """Build a `BestOfNItem` from one decoded line of ``example_model_solutions.jsonl``."""
-    candidates = tuple(_parse_candidate(row, name) for name in SOLVER_ORDER)
-    return BestOfNItem(
-        question=_require(row, "question", str),
-        ground_truth=_require(row, "ground_truth", str),
-        candidates=candidates,
-    )
+    """Build a `BestOfNItem` from one decoded line of ``example_model_solutions.jsonl``.
+
+    A bad row raises ValueError naming each bad field, e.g. ``field '6b_finetuning.solution':
+    Field required``.
+    """
+    try:
+        return SolutionsRow.model_validate(row).to_item()
+    except ValidationError as exc:
+        raise ValueError(row_error(exc)) from exc
 
 
 def load_gsm8k_solutions(path: Path, limit: int | None = None) -> list[BestOfNItem]:
@@ -117,26 +151,3 @@ def _check_scores_shape(items: Sequence[BestOfNItem], scores: Sequence[Sequence[
                 f"item {i}: got {len(row)} scores for {len(item.candidates)} candidates; "
                 "pass one score per candidate"
             )
-
-
-def _parse_candidate(row: Mapping[str, object], name: str) -> Candidate:
-    """Read one solver entry ``{is_correct, solution}`` from a row."""
-    entry = row.get(name)
-    if not isinstance(entry, Mapping):
-        raise ValueError(f"missing or malformed solver entry {name!r}")
-    try:
-        return Candidate(
-            solver_name=name,
-            solution=_require(entry, "solution", str),
-            is_correct=_require(entry, "is_correct", bool),
-        )
-    except ValueError as exc:
-        raise ValueError(f"solver entry {name!r}: {exc}") from exc
-
-
-def _require(mapping: Mapping[str, object], key: str, kind: type[_T]) -> _T:
-    """Return `mapping[key]` if it is a `kind`, else raise a ValueError naming the field."""
-    value = mapping.get(key)
-    if not isinstance(value, kind):
-        raise ValueError(f"field {key!r} must be {kind.__name__}, got {type(value).__name__}")
-    return value

@@ -21,6 +21,10 @@ from pathlib import Path
 from statistics import fmean
 from typing import Final, TypedDict
 
+from pydantic import ValidationError, ValidationInfo, field_validator
+
+from service.scoring.rows import DataRow, row_error
+
 # Same regex as ProcessBench's extract_answer: nested braces are deliberately unsupported.
 _BOXED_RE: Final = re.compile(r"\\boxed\{([^}]*)\}")
 
@@ -47,25 +51,44 @@ class ProcessBenchScores(TypedDict):
     n_corr: int
 
 
+class ProcessBenchRow(DataRow):
+    """One object of a ProcessBench JSON array (METHODS A.7)."""
+
+    id: str
+    generator: str
+    problem: str
+    steps: list[str]
+    final_answer_correct: bool
+    label: int
+
+    @field_validator("label")
+    @classmethod
+    def _step_index(cls, label: int, info: ValidationInfo) -> int:
+        steps = info.data.get("steps")  # absent when the steps were invalid themselves
+        if steps is not None and not -1 <= label < len(steps):
+            raise ValueError(f"must be an int in [-1, {len(steps) - 1}], got {label}")
+        return label
+
+    def to_item(self) -> ProcessBenchItem:
+        return ProcessBenchItem(
+            id=self.id,
+            generator=self.generator,
+            problem=self.problem,
+            steps=tuple(self.steps),
+            final_answer_correct=self.final_answer_correct,
+            label=self.label,
+        )
+
+
 def parse_processbench_item(obj: Mapping[str, object]) -> ProcessBenchItem:
-    """Build a `ProcessBenchItem` from one decoded JSON object, validating every field."""
-    steps = obj.get("steps")
-    if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
-        raise ValueError("field 'steps' must be a list of strings")
-    label = obj.get("label")
-    if not isinstance(label, int) or isinstance(label, bool) or not -1 <= label < len(steps):
-        raise ValueError(f"field 'label' must be an int in [-1, {len(steps) - 1}], got {label!r}")
-    final_answer_correct = obj.get("final_answer_correct")
-    if not isinstance(final_answer_correct, bool):
-        raise ValueError("field 'final_answer_correct' must be a bool")
-    return ProcessBenchItem(
-        id=_require_str(obj, "id"),
-        generator=_require_str(obj, "generator"),
-        problem=_require_str(obj, "problem"),
-        steps=tuple(steps),
-        final_answer_correct=final_answer_correct,
-        label=label,
-    )
+    """Build a `ProcessBenchItem` from one decoded JSON object, validating every field.
+
+    A bad object raises ValueError naming each bad field, e.g. ``field 'label': ...``.
+    """
+    try:
+        return ProcessBenchRow.model_validate(obj).to_item()
+    except ValidationError as exc:
+        raise ValueError(row_error(exc)) from exc
 
 
 def load_processbench(path: Path, limit: int | None = None) -> list[ProcessBenchItem]:
@@ -79,8 +102,6 @@ def load_processbench(path: Path, limit: int | None = None) -> list[ProcessBench
     rows = data if limit is None else data[:limit]
     items: list[ProcessBenchItem] = []
     for index, row in enumerate(rows):
-        if not isinstance(row, Mapping):
-            raise ValueError(f"{path}: item {index} is not a JSON object")
         try:
             items.append(parse_processbench_item(row))
         except ValueError as exc:
@@ -147,11 +168,3 @@ def _check_metric_inputs(
         raise ValueError("labels must be -1 (no error) or a 0-based step index")
     if n_steps is not None and any(y >= k for y, k in zip(labels, n_steps, strict=True)):
         raise ValueError("every label must be < its item's step count")
-
-
-def _require_str(obj: Mapping[str, object], key: str) -> str:
-    """Return `obj[key]` if it is a string, else raise a ValueError naming the field."""
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise ValueError(f"field {key!r} must be a str, got {type(value).__name__}")
-    return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from service.budget import split_copy_tokens
 from service.engine.base import Engine, GenerateCall, JudgeResult, TokenUsage
 from service.errors import InvalidRequest
 from service.protocol import (
@@ -41,10 +42,10 @@ class SplitServing:
     async def _model_copy(self, response: str) -> tuple[str, TokenUsage]:
         tok = self._engine.tokenizer
         ids = prompts.split_prompt_ids(tok, response, splitting.SPLIT_MARKER)
-        n_text = len(encode(tok, response))
-        # Room for the copy, its markers (about 4 tokens each) and an echoed fence.
-        budget = int(n_text * 1.25) + 64
-        (out,) = await self._engine.generate([GenerateCall(prompt_ids=ids, max_tokens=budget)])
+        # Room for the copy, its markers (about 4 tokens each) and an echoed fence; the budget
+        # estimator charges the same.
+        max_tokens = split_copy_tokens(len(encode(tok, response)))
+        (out,) = await self._engine.generate([GenerateCall(prompt_ids=ids, max_tokens=max_tokens)])
         if out.finish_reason == "length":
             return "", out.usage
         return prompts.strip_copy_wrapper(out.text), out.usage

@@ -31,11 +31,7 @@ class RewardServing:
             except BoundaryNotFound as exc:
                 raise InvalidRequest(f"query[{i}]: {exc}") from exc
         results = await asyncio.gather(*(self._judge(q, r, req) for q, r in pairs))
-        usage = Usage()
-        for res in results:
-            if res is not None:
-                for name in Usage.model_fields:
-                    setattr(usage, name, getattr(usage, name) + getattr(res.usage, name))
+        usage = sum((res.usage for res in results if res is not None), Usage())
         # An empty response (or question) is not a correct answer: 0, and no engine call.
         scores = [res.score if res is not None else 0.0 for res in results]
         logits = [res.logit if res is not None else float("-inf") for res in results]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from service.engine.base import TokenUsage
 from service.protocol import (
     JudgeOptions,
     OutcomeRequest,
@@ -36,12 +35,6 @@ def _final(outcome: float | None, process: float | None, alpha: float) -> float:
     if value is None:
         raise ValueError("neither outcome nor process score")
     return value
-
-
-def _usage(u: Usage) -> TokenUsage:
-    return TokenUsage(
-        u.prompt_tokens, u.generated_tokens, u.cached_tokens, u.engine_calls, u.cached_judgments
-    )
 
 
 class ScoreServing:
@@ -80,12 +73,12 @@ class ScoreServing:
 
     async def score(self, req: ScoreRequest) -> ScoreResponse:
         pairs = await asyncio.gather(*(self._one(req, req.question, r) for r in req.responses))
-        usage = TokenUsage()
+        usage = Usage()
         results: list[ScoreResult] = []
         for i, (outcome, process) in enumerate(pairs):
             for part in (outcome, process):
                 if part is not None:
-                    usage.add(_usage(part.usage))
+                    usage += part.usage
             o = outcome.score if outcome else None
             p = process.aggregate if process else None
             final = _final(o, p, req.alpha)
@@ -105,7 +98,7 @@ class ScoreServing:
             model=self._model,
             results=results,
             ranking=rank([r.final for r in results]),
-            usage=Usage.of(usage),
+            usage=usage,
         )
 
     async def rerank(self, req: RerankRequest) -> RerankResponse:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from service.engine import reaper
 from tests.conftest import ROOT
@@ -240,8 +241,10 @@ def children_of(pid: int) -> list[int]:
 
 
 def pid_alive(pid: int) -> bool:
-    fields = reaper.proc_stat(pid)
-    return fields is not None and fields[0] != "Z"  # a zombie is dead, only not yet collected
+    try:  # a zombie is dead, only not yet collected
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def fire(

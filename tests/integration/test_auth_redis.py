@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
+import re
 import time
 from collections.abc import AsyncIterator
 from uuid import uuid4
@@ -12,6 +12,7 @@ from uuid import uuid4
 import pytest
 import redis
 from redis.asyncio import Redis
+from typer.testing import CliRunner
 
 from service.auth import (
     KeyRecord,
@@ -26,6 +27,7 @@ from service.auth import (
     settle,
     window_index,
 )
+from service.cli import app as cli_app
 from service.errors import InvalidRequest, QueueUnavailable, QuotaExhausted, Unauthorized
 from service.redis_client import connect
 
@@ -213,7 +215,7 @@ async def test_no_raw_key_anywhere(r: Redis, prefix: str) -> None:
     for key, _ in made:
         secret = key.removeprefix("vk_")
         for record in listed:
-            for value in [*dataclasses.astuple(record), repr(record)]:
+            for value in [*record.model_dump().values(), repr(record)]:
                 assert secret not in str(value)
         for text in stored:
             assert secret not in text
@@ -238,7 +240,9 @@ async def dump_prefix(r: Redis, prefix: str) -> list[str]:
 
 async def test_redis_down_is_queue_unavailable_quickly(prefix: str) -> None:
     dead = connect("redis://127.0.0.1:1/0", timeout_s=0.5)
-    record = KeyRecord("0" * 12, "acme", "x", 10, WINDOW_S, 0)
+    record = KeyRecord(
+        key_id="0" * 12, tenant="acme", name="x", quota_tokens=10, window_s=WINDOW_S, created=0
+    )
     start = time.monotonic()
     try:
         with pytest.raises(QueueUnavailable, match="unreachable"):
@@ -422,3 +426,28 @@ async def test_the_stored_digest_is_compared_in_constant_time(
     with pytest.raises(Unauthorized):
         await authenticate(r, prefix, f"Bearer {key}x")
     assert calls == [(b"", key_digest(key + "x").encode())]  # unknown: compared all the same
+
+
+def test_cli_keys_create_takes_the_window_from_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`verifier keys create` without --window uses auth.default_window_s, not a literal."""
+    prefix = f"test:{uuid4().hex}:"
+    monkeypatch.setenv("VERIFIER_REDIS_URL", REDIS_URL)
+    monkeypatch.setenv("VERIFIER_QUEUE__KEY_PREFIX", prefix)
+    monkeypatch.setenv("VERIFIER_AUTH__DEFAULT_WINDOW_S", "120")
+    runner = CliRunner()
+    try:
+        for args in (["--tenant", "acme"], ["--tenant", "beta", "--window", "60"]):
+            made = runner.invoke(cli_app, ["keys", "create", *args])
+            assert made.exit_code == 0, made.output
+        listed = runner.invoke(cli_app, ["keys", "list"])
+        assert listed.exit_code == 0, listed.output
+        windows = dict(re.findall(r"tenant=(\w+) .* quota=None/(\d+)s", listed.stdout))
+        assert windows == {"acme": "120", "beta": "60"}
+    finally:
+        sync = redis.Redis.from_url(REDIS_URL)
+        keys = list(sync.scan_iter(match=prefix + "*"))
+        if keys:
+            sync.delete(*keys)
+        sync.close()

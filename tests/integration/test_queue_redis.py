@@ -6,8 +6,8 @@ Recovery tests start their own throwaway ``redis-server`` on a free port.
 from __future__ import annotations
 
 import asyncio
-import json
 import contextlib
+import json
 import shutil
 import signal
 import socket

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from pydantic import ValidationError
 
 from service.auth import (
     KEY_PREFIX,
     AuthSettings,
     KeyRecord,
+    StoredKey,
     check_tenant,
     key_digest,
     key_id_of,
@@ -173,6 +175,50 @@ def test_auth_settings_defaults_and_bounds() -> None:
 
 
 def test_key_record_is_frozen() -> None:
-    record = KeyRecord("abc", "acme", "ci", None, 60, 0)
-    with pytest.raises(AttributeError):
+    record = KeyRecord(
+        key_id="abc", tenant="acme", name="ci", quota_tokens=None, window_s=60, created=0
+    )
+    with pytest.raises(ValidationError, match="frozen"):
         record.tenant = "other"  # type: ignore[misc]
+
+
+# A hash exactly as create_key has always written it (every value a string).
+STORED = {
+    "digest": "ab" * 32,
+    "key_id": "ab" * 6,
+    "tenant": "acme",
+    "name": "ci",
+    "quota_tokens": "",
+    "window_s": "60",
+    "created": "1764600000",
+}
+
+
+def test_stored_hash_parses_into_the_record() -> None:
+    stored = StoredKey.model_validate(STORED)
+    assert stored.record() == KeyRecord(
+        key_id="ab" * 6,
+        tenant="acme",
+        name="ci",
+        quota_tokens=None,
+        window_s=60,
+        created=1764600000,
+    )
+    limited = StoredKey.model_validate(STORED | {"quota_tokens": "5000"})
+    assert limited.quota_tokens == 5000
+
+
+def test_stored_key_writes_the_same_hash_it_reads() -> None:
+    assert StoredKey.model_validate(STORED).to_hash() == STORED
+    limited = STORED | {"quota_tokens": "5000"}
+    assert StoredKey.model_validate(limited).to_hash() == limited
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [{"tenant": None}, {"window_s": "sixty"}, {"quota_tokens": "1.5"}, {"created": ""}],
+)
+def test_damaged_hash_is_a_validation_error(damage: dict[str, str | None]) -> None:
+    fields = {k: v for k, v in (STORED | damage).items() if v is not None}
+    with pytest.raises(ValidationError):
+        StoredKey.model_validate(fields)

@@ -110,16 +110,45 @@ def test_malformed_row_names_line_and_field(tmp_path: Path) -> None:
     }
     bad = good | {"175b_finetuning": {"is_correct": "yes", "solution": "s"}}
     path.write_text(json.dumps(good) + "\n\n" + json.dumps(bad) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad\.jsonl:3: .*'is_correct' must be bool"):
+    with pytest.raises(
+        ValueError, match=r"bad\.jsonl:3: field '175b_finetuning\.is_correct': .*valid boolean"
+    ):
         load_gsm8k_solutions(path, limit=None)
+
+
+def test_bad_line_is_named_by_its_number(tmp_path: Path) -> None:
+    good = {"question": "q", "ground_truth": "A: 1"} | {
+        name: {"is_correct": False, "solution": "s"} for name in SOLVER_ORDER
+    }
+    no_question = {k: v for k, v in good.items() if k != "question"}
+    lines = [json.dumps(good)] * 4 + [json.dumps(no_question), "{not json"]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert len(load_gsm8k_solutions(path, limit=4)) == 4
+    with pytest.raises(ValueError, match=r"rows\.jsonl:5: field 'question': Field required$"):
+        load_gsm8k_solutions(path, limit=None)
+    path.write_text("\n".join(lines[:4] + lines[5:]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"rows\.jsonl:5: "):
+        load_gsm8k_solutions(path, limit=None)
+
+
+def test_row_types_are_checked_not_coerced() -> None:
+    good = {"question": "q", "ground_truth": "A: 1"} | {
+        name: {"is_correct": True, "solution": "s"} for name in SOLVER_ORDER
+    }
+    assert parse_gsm8k_row(good).candidates[2] == Candidate("175b_finetuning", "s", True)
+    with pytest.raises(ValueError, match=r"field '6b_verification\.is_correct'"):
+        parse_gsm8k_row(good | {"6b_verification": {"is_correct": 1, "solution": "s"}})
+    with pytest.raises(ValueError, match=r"field 'ground_truth': Input should be a valid string"):
+        parse_gsm8k_row(good | {"ground_truth": 18})
 
 
 def test_parse_row_requires_every_solver() -> None:
     row = {"question": "q", "ground_truth": "g", "6b_finetuning": {}}
-    with pytest.raises(ValueError, match="solver entry '6b_finetuning': field 'solution'"):
+    with pytest.raises(ValueError, match=r"field '6b_finetuning\.solution': Field required"):
         parse_gsm8k_row(row)
     row["6b_finetuning"] = {"is_correct": True, "solution": "s"}
-    with pytest.raises(ValueError, match="malformed solver entry '6b_verification'"):
+    with pytest.raises(ValueError, match="^field '6b_verification': Field required"):
         parse_gsm8k_row(row)
 
 

@@ -11,6 +11,7 @@ import pytest
 from service.scoring.metrics_eval import (
     extract_boxed_int,
     load_processbench,
+    parse_processbench_item,
     processbench_metric,
 )
 
@@ -138,3 +139,31 @@ def test_load_rejects_bad_files(tmp_path: Path) -> None:
     bad_label.write_text(json.dumps([item]), encoding="utf-8")
     with pytest.raises(ValueError, match=r"item 0: field 'label'"):
         load_processbench(bad_label, limit=None)
+
+
+def test_bad_item_is_named_by_its_index(tmp_path: Path) -> None:
+    good = {
+        "id": "x",
+        "generator": "g",
+        "problem": "p",
+        "steps": ["a", "b"],
+        "final_answer_correct": True,
+        "label": -1,
+    }
+    path = tmp_path / "pb.json"
+    cases = [
+        ({"label": True}, r"item 2: field 'label': Input should be a valid integer"),
+        ({"steps": ["a", 3]}, r"item 2: field 'steps\.1': Input should be a valid string"),
+        ({"final_answer_correct": "yes"}, r"item 2: field 'final_answer_correct'"),
+        ({"id": None}, r"item 2: field 'id'"),
+    ]
+    for damage, message in cases:
+        path.write_text(json.dumps([good, good, good | damage]), encoding="utf-8")
+        with pytest.raises(ValueError, match=message):
+            load_processbench(path, limit=None)
+        assert len(load_processbench(path, limit=2)) == 2
+    path.write_text(json.dumps([good, "not an object"]), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"pb\.json: item 1: Input should be a valid dictionary"):
+        load_processbench(path, limit=None)
+    item = parse_processbench_item(good)
+    assert (item.steps, item.label, item.final_answer_correct) == (("a", "b"), -1, True)

@@ -1,0 +1,21 @@
+"""GET /metrics: Prometheus text (ours, then vLLM's engine metrics)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from fastapi import APIRouter, Response
+
+from service.api.deps import StateDep
+from service.errors import ServiceError
+
+router = APIRouter(tags=["metrics"])
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(state: StateDep) -> Response:
+    """Prometheus text; queue depth is read from the queue (Redis: shared by every process)."""
+    if state.queue is not None:
+        with contextlib.suppress(ServiceError):
+            state.metrics.queue_depth.set(await state.queue.depth())
+    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,28 @@
+"""GET /v1/results/{job_id}: a stored job result, for the tenant that sent the job."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from service.api.deps import StateDep, tenant_name
+from service.api.health import UNAUTHORIZED
+from service.api.judge import NOT_FOUND
+from service.errors import NotFound
+
+# The tags it had in /openapi.json while it was served from the health router.
+router = APIRouter(tags=["health", "jobs"])
+
+
+@router.get("/v1/results/{job_id}", responses={**UNAUTHORIZED, **NOT_FOUND})
+async def result(job_id: str, request: Request, state: StateDep) -> JSONResponse:
+    """The stored result of a job (id from the X-Job-Id header), for the tenant that sent it."""
+    tenant = tenant_name(request)
+    outcome = None
+    if state.queue is not None:
+        outcome = await state.queue.lookup(tenant, job_id)
+    if outcome is None:
+        raise NotFound(f"no result for job {job_id} (unknown, expired, or another tenant's)")
+    if not outcome.ok:
+        outcome.raise_for_error()
+    return JSONResponse(outcome.body)
