@@ -26,4 +26,3 @@ def test_other_commands_still_run() -> None:
     # The guard looks at the command, not at its words anywhere: this is no server.
     done = subprocess.run([sys.executable, "-c", "print('serve')"], capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (0, "serve\n")
-
