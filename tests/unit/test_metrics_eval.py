@@ -15,7 +15,6 @@ from service.scoring.metrics_eval import (
 )
 
 
-
 @pytest.fixture(scope="module")
 def gsm8k(data_dir: Path) -> Path:
     return data_dir / "processbench" / "gsm8k.json"
