@@ -4,8 +4,8 @@ Every test that starts an engine or a server process carries the ``engine`` mark
 ``pytest -m "not engine"`` is the fast tier (pure logic and Redis). The marker is added here,
 not by hand: to every test under ``tests/e2e`` (each starts a server, a worker or a vLLM
 engine) and to every test that uses a fixture in ``ENGINE_FIXTURES``. A test outside both that
-still spawns a server or an engine fails at the spawn (``_GuardedPopen``), so a new test cannot
-slip a minute-long engine start into the fast tier unnoticed.
+still spawns a server or an engine, or builds an in-process ``VLLMEngine``, fails right there,
+so a new test cannot slip a minute-long engine start into the fast tier unnoticed.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from hypothesis import settings as hypothesis_settings
 
 from service.config import Settings
 from service.engine.models import prepare_default_model
+from service.engine.vllm_engine import VLLMEngine
 
 ROOT = Path(__file__).resolve().parents[1]
 _HERE = Path(__file__).resolve()
@@ -67,30 +68,44 @@ def starts_engine(args: Sequence[str]) -> bool:
 _current: list[pytest.Item] = []  # the test being run (its setup, call and teardown)
 
 
+def _refuse_outside_the_engine_tier(what: str) -> None:
+    item = _current[-1] if _current else None
+    if item is not None and item.get_closest_marker("engine") is None:
+        raise RuntimeError(
+            f"{item.nodeid} {what} but is not an engine test: move it to tests/e2e, use the "
+            "`server` fixture, or mark it @pytest.mark.engine (the fast tier runs -m 'not engine')"
+        )
+
+
 class _GuardedPopen(subprocess.Popen):  # type: ignore[type-arg]
     """Refuses to start a server or an engine for a test without the ``engine`` marker."""
 
     def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
         argv = [args] if isinstance(args, str | bytes | Path) else list(args)
-        item = _current[-1] if _current else None
-        if item is not None and item.get_closest_marker("engine") is None and starts_engine(argv):
-            raise RuntimeError(
-                f"{item.nodeid} starts a server or an engine ({' '.join(map(str, argv))}) but "
-                "is not an engine test: move it to tests/e2e, use the `server` fixture, or "
-                "mark it @pytest.mark.engine (the fast tier runs -m 'not engine')"
-            )
+        if starts_engine(argv):
+            cmd = " ".join(map(str, argv))
+            _refuse_outside_the_engine_tier(f"starts a server or an engine ({cmd})")
         super().__init__(args, *rest, **kwargs)
 
 
 _popen = subprocess.Popen
+_engine_start_attr = VLLMEngine.__dict__["start"]  # the classmethod itself, restored at exit
+_engine_start = VLLMEngine.start
+
+
+def _guarded_engine_start(settings: Settings, model: str) -> VLLMEngine:
+    _refuse_outside_the_engine_tier("builds an in-process vLLM engine")
+    return _engine_start(settings, model)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     subprocess.Popen = _GuardedPopen  # type: ignore[misc]
+    VLLMEngine.start = staticmethod(_guarded_engine_start)  # type: ignore[method-assign]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     subprocess.Popen = _popen  # type: ignore[misc]
+    VLLMEngine.start = _engine_start_attr  # type: ignore[method-assign]
 
 
 @pytest.hookimpl(wrapper=True)

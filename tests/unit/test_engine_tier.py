@@ -7,6 +7,9 @@ import sys
 
 import pytest
 
+from service.config import Settings
+from service.engine.vllm_engine import VLLMEngine
+
 
 @pytest.mark.parametrize(
     "argv",
@@ -26,3 +29,8 @@ def test_other_commands_still_run() -> None:
     # The guard looks at the command, not at its words anywhere: this is no server.
     done = subprocess.run([sys.executable, "-c", "print('serve')"], capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (0, "serve\n")
+
+
+def test_an_unmarked_test_cannot_build_an_in_process_engine() -> None:
+    with pytest.raises(RuntimeError, match="builds an in-process vLLM engine but is not an engine"):
+        VLLMEngine.start(Settings(), "/no/such/model")
