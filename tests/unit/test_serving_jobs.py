@@ -234,3 +234,29 @@ async def test_the_budget_estimate_covers_the_planned_calls(
     assert est.calls == spent.engine_calls
     assert est.generated == spent.generated_tokens
     assert spent.prompt_tokens <= est.prompt < 2 * spent.prompt_tokens
+
+
+# --- /get_reward -------------------------------------------------------------------------
+
+
+async def test_reward_judges_each_query_and_scores_an_empty_response_zero(tokenizer: Any) -> None:
+    engine = FakeEngine(tokenizer, verdicts=by_last_marker({RESPONSE: 1.5}))
+    sep = "\n###\n"
+    payload = {"query": [Q + sep + RESPONSE, Q + sep], "separator": sep}
+    b = body(await runner(engine)(job("reward", payload)))
+    assert b["rewards"] == b["scores"] == pytest.approx([sigmoid(1.5), 0.0])
+    assert b["extra_logs"] == {"verifier_logit": [1.5, -1e4]}  # -inf is clamped for JSON
+    [(_, ids)] = engine.requests  # the empty response costs no engine call
+    assert ids == prompts.direct_prompt_ids(prompts.outcome_prompt(tokenizer, Q, RESPONSE, False))
+    assert b["usage"]["engine_calls"] == 1
+
+
+async def test_reward_without_a_response_boundary_is_a_422_naming_the_query(
+    tokenizer: Any,
+) -> None:
+    engine = FakeEngine(tokenizer)
+    out = await runner(engine)(job("reward", {"query": ["no boundary in here"]}))
+    assert (out.status, out.error_type) == (422, "invalid_request")
+    assert out.error_message is not None
+    assert out.error_message.startswith("query[0]: cannot tell where the response starts")
+    assert engine.requests == []
