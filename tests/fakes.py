@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from service.engine.base import (
@@ -52,25 +53,28 @@ def by_last_marker(table: Mapping[str, float], default: float = 0.0) -> TextScor
     """
 
     def score(text: str) -> float:
-        found = [(text.rfind(key), value) for key, value in table.items() if key in text]
-        return max(found)[1] if found else default
+        # Ties (a key that starts where another does) go to the longer key.
+        found = [(text.rfind(k), len(k), v) for k, v in table.items() if k in text]
+        return max(found)[2] if found else default
 
     return score
 
 
-def equal_letters(text: str, k: int) -> list[float]:
+def descending_letters(text: str, k: int) -> list[float]:
     """Default option reads: letter i gets logprob -(i + 1) (A is always the favourite)."""
     return [-float(i + 1) for i in range(k)]
 
 
 @dataclass
 class FakeEngine:
+    """An ``Engine`` whose numbers come from the functions given (see the module docstring)."""
+
     tokenizer: Tokenizer
-    verdicts: TextScore = lambda text: 0.0  # noqa: E731
-    write: Callable[[str], str] = lambda prompt: ""  # noqa: E731
-    options: Callable[[str, int], list[float]] = equal_letters
-    spans: TextScore = lambda text: -1.0  # noqa: E731
-    missing_slots: frozenset[int] = frozenset()
+    verdicts: TextScore = lambda text: 0.0
+    write: Callable[[str], str] = lambda prompt: ""
+    options: Callable[[str, int], list[float]] = descending_letters
+    spans: TextScore = lambda text: -1.0
+    missing_slots: AbstractSet[int] = frozenset()
     fail: Exception | None = None
     name: str = "fake-model"
     requests: list[tuple[str, list[int]]] = field(default_factory=list)

@@ -23,7 +23,7 @@ from tests.fakes import FakeEngine, by_last_marker, sigmoid
 Q = "What is 3 * (2 + 4)?"
 RESPONSE = "2 + 4 = 6, and 3 * 6 = 18."
 OPTIONS = ["a hammer", "an apple", "a brick"]
-# The fake's letter reads: A -1, B -2, C -3 (tests/fakes.equal_letters).
+# The fake's letter reads: A -1, B -2, C -3 (tests/fakes.descending_letters).
 Z = math.exp(-1) + math.exp(-2) + math.exp(-3)
 RAW = [math.exp(-1) / Z, math.exp(-2) / Z, math.exp(-3) / Z]
 
