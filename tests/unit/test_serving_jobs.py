@@ -18,7 +18,7 @@ from service.queue.base import Job, JobOutcome, new_job_id
 from service.scoring import prompts
 from service.serving.cache import MemoryStore
 from service.serving.services import JobRunner, Services
-from tests.fakes import FakeEngine, by_last_marker, sigmoid
+from tests.fakes import FakeEngine, by_last_marker, descending_letters, sigmoid
 
 Q = "What is 3 * (2 + 4)?"
 RESPONSE = "2 + 4 = 6, and 3 * 6 = 18."
@@ -260,3 +260,32 @@ async def test_reward_without_a_response_boundary_is_a_422_naming_the_query(
     assert out.error_message is not None
     assert out.error_message.startswith("query[0]: cannot tell where the response starts")
     assert engine.requests == []
+
+
+# --- MCQ audit -------------------------------------------------------------------------------
+
+
+def knows_fruit(text: str, k: int) -> list[float]:
+    """Letter reads that find the apple (B) only when the question is shown."""
+    return [-3.0, -1.0, -2.0] if "fruit" in text else descending_letters(text, k)
+
+
+async def test_choices_only_reads_never_see_the_question(tokenizer: Any) -> None:
+    engine = FakeEngine(tokenizer, options=knows_fruit)
+    item = {"question": "Which of these is a fruit?", "options": OPTIONS, "answer_index": 1}
+    payload = {"items": [item], "conditions": ["full_base", "choices_only_base"]}
+    b = body(await runner(engine)(job("mcq_audit", payload)))
+    texts = [engine.decode(ids) for _, ids in engine.requests]
+    assert engine.kinds() == ["options", "options"]
+    assert sum("fruit" in t for t in texts) == 1
+    assert all(all(o in t for o in OPTIONS) for t in texts)
+    full, blind = (b["items"][0]["conditions"][c] for c in ("full_base", "choices_only_base"))
+    z = math.exp(-3) + math.exp(-1) + math.exp(-2)
+    assert full["probs"] == pytest.approx([math.exp(-3) / z, math.exp(-1) / z, math.exp(-2) / z])
+    assert (full["answer_letter"], full["correct"]) == ("B", True)
+    assert blind["probs"] == pytest.approx(RAW)
+    assert (blind["answer_letter"], blind["correct"]) == ("A", False)
+    summary = b["summary"]["conditions"]
+    assert (summary["full_base"]["accuracy"], summary["choices_only_base"]["accuracy"]) == (1, 0)
+    assert summary["full_base"]["chance"] == pytest.approx(1 / 3)
+    assert b["usage"]["engine_calls"] == 2
