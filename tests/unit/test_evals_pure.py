@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from typer.testing import CliRunner
+from verifier_client import _retry
 
 from service.config import Settings
 from service.evals import bestofn, processbench
@@ -357,7 +358,12 @@ def test_cli_requires_output_and_a_known_mode(tmp_path: Path) -> None:
     assert bad.exit_code == 2
 
 
-def test_cli_reports_an_unreachable_service_and_writes_nothing(tmp_path: Path) -> None:
+def test_cli_reports_an_unreachable_service_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The client still makes every attempt, without its backoff sleeps (9 s of the fast tier):
+    # this test is about the CLI's report, the client's retries are tested on their own.
+    monkeypatch.setattr(_retry._Wait, "__call__", lambda self, state: 0.0)
     out = tmp_path / "o.json"
     args = ["processbench", "--data", str(FIXTURE), "--url", "http://127.0.0.1:9", "--output"]
     result = CliRunner().invoke(eval_app, [*args, str(out)])
