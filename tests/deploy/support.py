@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 from typer.main import get_command
 
@@ -153,9 +154,5 @@ def dashboard_metrics() -> set[str]:
 
 
 def exposed_names(text: str) -> set[str]:
-    """Series names in a Prometheus text exposition."""
-    names = set()
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
-    return names
+    """Series (sample) names in a Prometheus text exposition."""
+    return {s.name for family in text_string_to_metric_families(text) for s in family.samples}

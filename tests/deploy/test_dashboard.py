@@ -10,6 +10,7 @@ import pytest
 
 from service.telemetry import Metrics
 from tests.deploy.support import dashboard, dashboard_exprs, dashboard_metrics, exposed_names
+from tests.prometheus_text import sample_sum
 
 DS = "${DS_PROMETHEUS}"
 # What the dashboard must show (issue 13): the series behind each required panel.
@@ -112,5 +113,7 @@ def test_dashboard_metrics_exist_in_a_running_service(server: Any) -> None:
     missing = dashboard_metrics() - exposed_names(text)
     assert not missing, f"the dashboard reads series the service does not expose: {missing}"
     for decision in ("refused", "degraded"):
-        line = f'verifier_budget_decisions_total{{decision="{decision}",tenant="default"}}'
-        assert any(ln.startswith(line) and float(ln.split()[-1]) >= 1 for ln in text.splitlines())
+        counted = sample_sum(
+            text, "verifier_budget_decisions_total", decision=decision, tenant="default"
+        )
+        assert counted >= 1, decision

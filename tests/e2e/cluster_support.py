@@ -23,6 +23,7 @@ import psutil
 
 from service.engine import reaper
 from tests.conftest import ROOT
+from tests.prometheus_text import sample_sum
 
 
 @dataclass
@@ -181,14 +182,8 @@ def judge(url: str, key: str, i: int, **extra: Any) -> httpx.Response:
 
 
 def metric(port: int, name: str) -> float:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and not line.startswith("#"):
-            head = line.split(" ")[0]
-            if head == name or head.startswith(name + "{"):
-                total += float(line.split()[-1])
-    return total
+    """The sum of the samples named ``name`` on a process's /metrics page (all label sets)."""
+    return sample_sum(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text, name)
 
 
 def pending_by_pid(cluster: Cluster) -> dict[int, int]:

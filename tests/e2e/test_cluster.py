@@ -36,6 +36,7 @@ from tests.e2e.cluster_support import (
     wait_api,
     wait_worker,
 )
+from tests.prometheus_text import sample_sum
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -265,14 +266,7 @@ def budget_by_tenant(port: int, key: str) -> dict[tuple[str, str], float]:
 def metric_kind(port: int, key: str, kind: str) -> float:
     r = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=auth(key), timeout=10)
     assert r.status_code == 200, r.text
-    text = r.text
-    for line in text.splitlines():
-        if (
-            line.startswith('verifier_eval_tokens_total{endpoint="/v1/judge/outcome"')
-            and f'kind="{kind}"' in line
-        ):
-            return float(line.split()[-1])
-    return 0.0
+    return sample_sum(r.text, "verifier_eval_tokens_total", endpoint="/v1/judge/outcome", kind=kind)
 
 
 # --- failures ----------------------------------------------------------------------------------

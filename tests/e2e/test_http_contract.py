@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from service.config import LimitSettings
+from tests.prometheus_text import has_sample, sample_sum
 
 LIMITS = LimitSettings()
 GOOD = {"question": "What is 2+2?", "response": "4"}
@@ -53,24 +54,16 @@ def test_openapi_lists_the_contract(server: Any) -> None:
 def test_metrics_count_requests_and_tokens(server: Any) -> None:
     body = post(server.url, "/v1/judge/outcome", json=GOOD).json()
     text = httpx.get(server.url + "/metrics").text
-    assert 'verifier_requests_total{endpoint="/v1/judge/outcome",status="200"}' in text
-    assert "verifier_request_duration_seconds_bucket" in text
-    line = next(
-        ln
-        for ln in text.splitlines()
-        if ln.startswith('verifier_eval_tokens_total{endpoint="/v1/judge/outcome"')
-        and 'kind="prompt"' in ln
-    )
-    assert float(line.split()[-1]) >= body["usage"]["prompt_tokens"]
+    outcome = {"endpoint": "/v1/judge/outcome"}
+    assert sample_sum(text, "verifier_requests_total", **outcome, status="200") >= 1
+    assert has_sample(text, "verifier_request_duration_seconds_bucket", **outcome)
+    prompt = sample_sum(text, "verifier_eval_tokens_total", **outcome, kind="prompt")
+    assert prompt >= body["usage"]["prompt_tokens"]
 
 
 def prompt_tokens_counted(url: str) -> float:
     text = httpx.get(url + "/metrics").text
-    return sum(
-        float(ln.split()[-1])
-        for ln in text.splitlines()
-        if ln.startswith("verifier_eval_tokens_total{") and 'kind="prompt"' in ln
-    )
+    return sample_sum(text, "verifier_eval_tokens_total", kind="prompt")
 
 
 def test_idempotent_replay_is_answered_but_not_counted_again(server: Any) -> None:

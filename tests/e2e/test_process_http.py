@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import httpx
 import pytest
 
 from service.config import LimitSettings
+from service.scoring import prompts
 from service.scoring.process import aggregate
 
 LIMITS = LimitSettings()
@@ -87,19 +89,26 @@ def test_early_stop_stops_at_first_error(server: Any, items: list[dict[str, Any]
     assert b["usage"]["engine_calls"] == 1
 
 
-def test_single_pass_tracks_multi_step(
-    server: Any, items: list[dict[str, Any]], record_property: Any
+def test_single_pass_is_one_prefill_of_the_whole_conversation(
+    server: Any, items: list[dict[str, Any]], tokenizer: Any, record_property: Any
 ) -> None:
     multi: list[float] = []
     single: list[float] = []
     for item in items:
-        body = {"question": item["problem"], "steps": item["steps"]}
+        question, steps = item["problem"], item["steps"]
+        body = {"question": question, "steps": steps}
         m = post(server.url, "/v1/judge/process", body).json()
         s = post(server.url, "/v1/judge/process", {**body, "mode": "single_pass"}).json()
-        assert len(s["step_logits"]) == len(item["steps"])
+        assert len(s["step_logits"]) == len(steps)
         assert s["usage"]["engine_calls"] == 1 + s["exact_fallbacks"]
-        # One prefill instead of one per step.
-        assert s["usage"]["prompt_tokens"] < m["usage"]["prompt_tokens"]
+        # Multi-step reads one prompt per step; single-pass one prefill of the conversation,
+        # plus the prefix up to each slot it re-scored exactly (a label outside the top-k).
+        rendered = prompts.process_prompts(tokenizer, question, steps, False)
+        per_step = [len(prompts.direct_prompt_ids(r)) for r in rendered]
+        assert m["usage"]["prompt_tokens"] == sum(per_step)
+        conv = prompts.single_pass_prompt(tokenizer, question, steps)
+        refills = {sum(c) for c in combinations(conv.slots, s["exact_fallbacks"])}
+        assert s["usage"]["prompt_tokens"] - len(conv.ids) in refills
         multi += m["step_logits"]
         single += s["step_logits"]
     assert len(multi) == len(single)
@@ -107,8 +116,9 @@ def test_single_pass_tracks_multi_step(
         corr = statistics.correlation(multi, single)
     except statistics.StatisticsError:  # a constant series: no correlation to speak of
         corr = 0.0
+    # How closely the two modes agree is a property of the model, not of the service: recorded
+    # for the report, not asserted.
     record_property("single_pass_vs_multi_step_pearson", corr)
-    assert -1.0 <= corr <= 1.0
 
 
 def test_reasoning_samples_per_step(server: Any) -> None:
@@ -146,10 +156,11 @@ def test_split_methods(server: Any) -> None:
     flat = "First add two and two to get four then multiply by three to get twelve."
     m = post(server.url, "/v1/split", {"response": flat, "method": "model"}).json()
     assert m["usage"]["engine_calls"] == 1
-    if m["method_used"] == "heuristic":
-        assert m["fallback_reason"]
-    else:
-        assert " ".join(m["steps"]).split() == flat.split()
+    # Whether this model's copy is accepted depends on the model (the unit tests of
+    # SplitServing pin both outcomes on scripted copies); what holds for any model: the steps
+    # are the text, and a reason is given exactly when the heuristic stood in.
+    assert " ".join(m["steps"]).split() == flat.split()
+    assert (m["fallback_reason"] is not None) == (m["method_used"] == "heuristic")
 
 
 def test_score_fusion_and_ranking(server: Any) -> None:

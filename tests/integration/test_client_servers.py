@@ -4,6 +4,7 @@ and a fresh virtualenv that installs the client without any of the server's depe
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import subprocess
@@ -107,6 +108,8 @@ def test_the_client_installs_in_a_fresh_venv_without_the_servers_dependencies(
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
+    # A PYTHONPATH naming the source tree would put `service` on the fresh venv's path too.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     pip = [python, "-m", "pip", "--disable-pip-version-check", "install", "--quiet"]
     # A copy: building in place would leave build/ and egg-info in the work tree.
     source = shutil.copytree(
@@ -114,7 +117,7 @@ def test_the_client_installs_in_a_fresh_venv_without_the_servers_dependencies(
         tmp_path / "client",
         ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
     )
-    subprocess.run([*pip, str(source)], check=True, timeout=540)
+    subprocess.run([*pip, str(source)], check=True, timeout=540, env=env)
     code = (
         "import importlib.util as u, verifier_client as v;"
         "print(v.Client.__name__, v.models.OutcomeRequest.__name__,"
@@ -122,11 +125,11 @@ def test_the_client_installs_in_a_fresh_venv_without_the_servers_dependencies(
         "  if u.find_spec(m) is not None])"
     )
     out = subprocess.run(
-        [python, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+        [python, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path, env=env
     )
     assert out.stdout.split() == ["Client", "OutcomeRequest", "[]"]
     freeze = subprocess.run(
-        [python, "-m", "pip", "freeze"], capture_output=True, text=True, check=True
+        [python, "-m", "pip", "freeze"], capture_output=True, text=True, check=True, env=env
     )
     names = {line.split("==")[0].split(" @ ")[0].lower() for line in freeze.stdout.splitlines()}
     assert {"httpx", "pydantic", "tenacity", "verifier-client"} <= names

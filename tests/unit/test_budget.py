@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from service import budget
 from service.budget import Estimate, estimate, estimate_text_tokens, plan
 from service.errors import BudgetTooSmall, InvalidRequest
 from service.protocol import (
@@ -72,21 +71,29 @@ def test_text_estimate_grows_with_text_and_stays_under_bytes(a: str, b: str) -> 
 # --- estimate structure --------------------------------------------------------------------
 
 
+# Hand counts of the fixed texts (digits + punctuation + other ASCII bytes / 3, rounded up):
+#   Q      4 digits, 3 punct, 64 other -> 4 + 3 + 22 = 29
+#   A      8 digits, 7 punct, 45 other -> 8 + 7 + 15 = 30
+#   STEPS  3 + 3 + 6 = 12,  4 + 3 + 7 = 14,  1 + 1 + 1 = 3
+#   FLAT   6 digits, 5 punct, 34 other -> 6 + 5 + 12 = 23
+FLAT = "She uses 7 eggs, so 16 - 7 = 9 are left. A: 9"  # no structure: one heuristic step
+
+
+def test_the_fixed_texts_have_their_hand_counted_estimates() -> None:
+    assert [estimate_text_tokens(t) for t in (Q, A, *STEPS, FLAT)] == [29, 30, 12, 14, 3, 23]
+
+
 def test_direct_outcome_is_one_call_and_one_generated_token() -> None:
     est = estimate("outcome", OutcomeRequest(question=Q, response=A))
-    prompt = budget.OUTCOME_OVERHEAD + estimate_text_tokens(Q) + estimate_text_tokens(A)
-    assert est == Estimate(total=prompt + 1, prompt=prompt, generated=1, calls=1)
+    # 160 overhead + 29 + 30 prompt tokens, one verdict token.
+    assert est == Estimate(total=220, prompt=219, generated=1, calls=1)
 
 
 def test_reasoning_counts_rationale_and_verdict_call_per_sample() -> None:
-    direct = estimate("outcome", OutcomeRequest(question=Q, response=A))
     req = OutcomeRequest(question=Q, response=A, mode="reasoning", reasoning_tokens=100, samples=3)
-    est = estimate("outcome", req)
-    p = direct.prompt
-    assert est.prompt == 3 * (p + (p + 100))
-    assert est.generated == 3 * (100 + 1)
-    assert est.calls == 6
-    assert est.total == est.prompt + est.generated
+    # Per sample: the rationale call reads 219 and writes up to 100, the verdict call reads
+    # 219 + 100 and writes 1; three samples.
+    assert estimate("outcome", req) == Estimate(total=1917, prompt=1614, generated=303, calls=6)
 
 
 @given(non_blank, words)
@@ -122,10 +129,9 @@ def test_process_estimate_grows_with_steps(steps: list[str], extra: str) -> None
 
 def test_multi_step_process_reads_each_prefix() -> None:
     est = estimate("process", ProcessRequest(question=Q, steps=STEPS))
-    sizes = [estimate_text_tokens(s) + budget.PROCESS_STEP_OVERHEAD for s in STEPS]
-    base = budget.PROCESS_OVERHEAD + estimate_text_tokens(Q)
-    assert est.prompt == sum(base + sum(sizes[: k + 1]) for k in range(len(STEPS)))
-    assert (est.generated, est.calls) == (len(STEPS), len(STEPS))
+    # 160 overhead + 29 question, then each step adds its size and a 16-token block:
+    # 217 (step 1), 247 (steps 1-2), 266 (steps 1-3).
+    assert est == Estimate(total=733, prompt=730, generated=3, calls=3)
 
 
 def test_single_pass_is_one_call_and_cheaper_than_multi_step() -> None:
@@ -149,14 +155,11 @@ def test_process_response_uses_the_heuristic_split() -> None:
 
 
 def test_model_split_adds_the_copy_call() -> None:
-    flat = "She uses 7 eggs, so 16 - 7 = 9 are left. A: 9"  # no structure
-    size = estimate_text_tokens(flat)
-    copy = Estimate.of(
-        budget.SPLIT_OVERHEAD + size,
-        int(size * budget.SPLIT_COPY_RATIO) + budget.SPLIT_COPY_EXTRA,
-        1,
-    )
+    flat = FLAT
+    # The copy call reads 100 + 23 and may write int(23 * 1.25) + 64 = 92 tokens.
+    copy = Estimate(total=215, prompt=123, generated=92, calls=1)
     heuristic = estimate("process", ProcessRequest(question=Q, response=flat))
+    assert heuristic == Estimate(total=229, prompt=228, generated=1, calls=1)  # 160 + 29 + 23 + 16
     for method in ("model", "auto"):
         req = ProcessRequest(question=Q, response=flat, split=method)
         assert estimate("process", req) == heuristic + copy

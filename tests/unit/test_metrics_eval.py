@@ -15,7 +15,11 @@ from service.scoring.metrics_eval import (
     processbench_metric,
 )
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared/data/processbench/gsm8k.json"
+
+@pytest.fixture(scope="module")
+def gsm8k(data_dir: Path) -> Path:
+    return data_dir / "processbench" / "gsm8k.json"
+
 
 # --- metric ---------------------------------------------------------------------------------
 
@@ -103,18 +107,18 @@ def test_extract_boxed_int(text: str, expected: int | None) -> None:
 # --- loading --------------------------------------------------------------------------------
 
 
-def test_load_real_processbench_gsm8k() -> None:
-    items = load_processbench(DATA, limit=None)
+def test_load_real_processbench_gsm8k(gsm8k: Path) -> None:
+    items = load_processbench(gsm8k, limit=None)
     assert len(items) == 400
     assert sum(item.label != -1 for item in items) == 207
     assert items[0].id == "gsm8k-0"
     assert all(-1 <= item.label < len(item.steps) for item in items)
     assert all(item.final_answer_correct for item in items if item.label == -1)
-    assert len(load_processbench(DATA, limit=5)) == 5
+    assert len(load_processbench(gsm8k, limit=5)) == 5
 
 
-def test_metric_on_real_labels_with_oracle_and_minus_one() -> None:
-    items = load_processbench(DATA, limit=None)
+def test_metric_on_real_labels_with_oracle_and_minus_one(gsm8k: Path) -> None:
+    items = load_processbench(gsm8k, limit=None)
     labels = [item.label for item in items]
     n_steps = [len(item.steps) for item in items]
     assert processbench_metric(labels, labels, n_steps)["f1"] == 100.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -74,16 +75,35 @@ async def finish(queue: LocalQueue, batch: list[Delivery]) -> None:
 def test_job_json_round_trip() -> None:
     job = make_job(est_tokens=7, tenant="acme", payload={"q": "x", "n": [1, 2]})
     assert Job.from_json(job.to_json()) == job
-    assert len(job.id) >= 20
-    assert job.id != new_job_id()
+
+
+def test_job_ids_are_unguessable_url_safe_tokens() -> None:
+    # Result keys are addressed by id: 16 random bytes, base64url without padding (22 chars).
+    ids = [new_job_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{22}", i) for i in ids)
+    # Every position varies: no counter or timestamp prefix an attacker could predict.
+    assert all(len({i[k] for i in ids}) > 32 for k in range(21))
 
 
 @pytest.mark.parametrize(
-    "raw",
-    ['{"id": 1}', "[1, 2]", "not json", '{"id":"a","kind":"k","payload":{},"deadline":true}'],
+    ("raw", "message"),
+    [
+        ('{"id": 1}', r"(?s)^4 validation errors for Job\nid\n  Input should be a valid string"),
+        ("[1, 2]", r"(?s)^1 validation error for Job\n  Input should be an object"),
+        ("not json", r"(?s)^1 validation error for Job\n  Invalid JSON"),
+        (
+            '{"id":"a","kind":"k","payload":{},"deadline":1}',
+            r"(?s)^1 validation error for Job\nkind\n  Input should be 'outcome', 'process'",
+        ),
+        (
+            '{"id":"a","kind":"outcome","payload":{},"deadline":true}',
+            r"(?s)^1 validation error for Job\ndeadline\n  Input should be a valid number",
+        ),
+    ],
 )
-def test_job_from_json_rejects_malformed(raw: str) -> None:
-    with pytest.raises(ValueError, match=r"."):
+def test_job_from_json_rejects_malformed(raw: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
         Job.from_json(raw)
 
 

@@ -1,0 +1,168 @@
+"""A deterministic in-memory ``Engine`` for unit tests of the serving layer.
+
+It honours the contract of :mod:`service.engine.base` with the real tokenizer (prompts are
+rendered and counted as in production) and scripted numbers instead of a model:
+
+- every label read (direct verdict, the verdict after a rationale, a single-pass slot) returns
+  ``verdicts(text)``, ``text`` being the decoded prompt up to that slot;
+- generation returns ``write(prompt_text)``, cut at the first stop string (``finish_reason``
+  "stop", ``stop_reason`` the string) or at ``max_tokens`` tokens ("length"), else "stop" with
+  no stop string (EOS);
+- judgments go through :func:`service.engine.judging.judge_one` and single-pass slots through
+  :func:`~service.engine.judging.fill_slots`, the code both real engines use, so rationale
+  handling, re-encoding and the exact re-scoring of slots missing from the top-k are the
+  production ones (``missing_slots`` says which slot indexes the "top-k" lacks);
+- usage is counted like vLLM counts it: prompt tokens of every call, generated tokens, one
+  engine call per request, no prefix cache (``cached_tokens`` 0).
+
+Every request is recorded in ``requests`` as ``(kind, prompt_ids)``; ``fail`` makes every
+method raise it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+
+from service.engine.base import (
+    GenerateCall,
+    GenerateResult,
+    JudgeCall,
+    JudgeResult,
+    ModelInfo,
+    OptionCall,
+    OptionResult,
+    SlotLogits,
+    SpanCall,
+    SpanResult,
+    TokenUsage,
+)
+from service.engine.judging import fill_slots, judge_one
+from service.scoring.tokenizer import Tokenizer, encode
+
+TextScore = Callable[[str], float]
+
+
+def by_last_marker(table: Mapping[str, float], default: float = 0.0) -> TextScore:
+    """The value of the ``table`` key that occurs last in the text (``default`` if none).
+
+    A process prompt for step k holds steps 1..k, and its single-pass slot k follows step k,
+    so keying steps by their text gives each step its own logit.
+    """
+
+    def score(text: str) -> float:
+        # Ties (a key that starts where another does) go to the longer key.
+        found = [(text.rfind(k), len(k), v) for k, v in table.items() if k in text]
+        return max(found)[2] if found else default
+
+    return score
+
+
+def descending_letters(text: str, k: int) -> list[float]:
+    """Default option reads: letter i gets logprob -(i + 1) (A is always the favourite)."""
+    return [-float(i + 1) for i in range(k)]
+
+
+@dataclass
+class FakeEngine:
+    """An ``Engine`` whose numbers come from the functions given (see the module docstring)."""
+
+    tokenizer: Tokenizer
+    verdicts: TextScore = lambda text: 0.0
+    write: Callable[[str], str] = lambda prompt: ""
+    options: Callable[[str, int], list[float]] = descending_letters
+    spans: TextScore = lambda text: -1.0
+    missing_slots: AbstractSet[int] = frozenset()
+    fail: Exception | None = None
+    name: str = "fake-model"
+    requests: list[tuple[str, list[int]]] = field(default_factory=list)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids)))  # type: ignore[attr-defined]
+
+    def model_info(self) -> ModelInfo:
+        return ModelInfo(name=self.name, path="/fake", max_model_len=8192, device="cpu")
+
+    def _record(self, kind: str, ids: Sequence[int]) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.requests.append((kind, list(ids)))
+
+    async def _verdict(self, ids: Sequence[int]) -> tuple[float, TokenUsage]:
+        self._record("verdict", ids)
+        usage = TokenUsage(prompt_tokens=len(ids), generated_tokens=1, engine_calls=1)
+        return self.verdicts(self.decode(ids)), usage
+
+    async def _generate_one(self, call: GenerateCall) -> GenerateResult:
+        self._record("generate", call.prompt_ids)
+        text = self.write(self.decode(call.prompt_ids))
+        finish, stop_reason = "stop", None
+        cuts = [(text.find(s), s) for s in call.stop if s in text]
+        if cuts:
+            at, stop_reason = min(cuts)
+            text = text[:at]
+        ids = encode(self.tokenizer, text)
+        if len(ids) > call.max_tokens:
+            ids, finish, stop_reason = ids[: call.max_tokens], "length", None
+            text = self.decode(ids)
+        usage = TokenUsage(
+            prompt_tokens=len(call.prompt_ids), generated_tokens=len(ids), engine_calls=1
+        )
+        return GenerateResult(text=text, finish_reason=finish, stop_reason=stop_reason, usage=usage)
+
+    async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
+        return [
+            await judge_one(c, self.tokenizer, self._verdict, self._generate_one) for c in calls
+        ]
+
+    async def generate(self, calls: Sequence[GenerateCall]) -> list[GenerateResult]:
+        return [await self._generate_one(c) for c in calls]
+
+    async def slot_logits(self, prompt_ids: Sequence[int], slots: Sequence[int]) -> SlotLogits:
+        self._record("slots", prompt_ids)
+        usage = TokenUsage(prompt_tokens=len(prompt_ids), generated_tokens=1, engine_calls=1)
+        logits: list[float | None] = [
+            None if i in self.missing_slots else self.verdicts(self.decode(prompt_ids[:slot]))
+            for i, slot in enumerate(slots)
+        ]
+        return await fill_slots(logits, slots, prompt_ids, self._verdict, usage)
+
+    async def option_logprobs(self, calls: Sequence[OptionCall]) -> list[OptionResult]:
+        out = []
+        for call in calls:
+            self._record("options", call.prompt_ids)
+            logprobs = self.options(self.decode(call.prompt_ids), len(call.option_ids))
+            usage = TokenUsage(
+                prompt_tokens=len(call.prompt_ids), generated_tokens=1, engine_calls=1
+            )
+            out.append(OptionResult(logprobs=logprobs, usage=usage))
+        return out
+
+    async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]:
+        out = []
+        for call in calls:
+            self._record("span", call.prompt_ids)
+            mean = self.spans(self.decode(call.prompt_ids[call.start :]))
+            tokens = len(call.prompt_ids) - call.start
+            usage = TokenUsage(
+                prompt_tokens=len(call.prompt_ids), generated_tokens=1, engine_calls=1
+            )
+            out.append(SpanResult(mean_logprob=mean, tokens=tokens, usage=usage))
+        return out
+
+    async def check_health(self) -> None:
+        if self.fail is not None:
+            raise self.fail
+
+    async def shutdown(self) -> None:
+        """Nothing to release."""
+
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.requests]
+
+
+def sigmoid(x: float) -> float:
+    """Written out here, not imported: the tests compare the service's scores with it."""
+    return 1.0 / (1.0 + math.exp(-x))
