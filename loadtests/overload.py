@@ -30,7 +30,8 @@ from service.config import LimitSettings
 _COUNTER = iter(range(10**9))
 
 
-def _body() -> dict[str, Any]:
+def judgment_body() -> dict[str, Any]:
+    """A direct judgment no earlier call sent (distinct text, judgment cache skipped)."""
     i = next(_COUNTER)
     a, b = 100 + i % 900, 7 + i % 13
     return {
@@ -51,7 +52,7 @@ class Tally:
 
 async def _send(client: httpx.AsyncClient, tally: Tally, scheduled: float) -> None:
     try:
-        r = await client.post("/v1/judge/outcome", json=_body())
+        r = await client.post("/v1/judge/outcome", json=judgment_body())
     except httpx.TransportError:
         tally.transport_errors += 1
         return
@@ -72,7 +73,7 @@ async def capacity(client: httpx.AsyncClient, concurrency: int, seconds: float) 
     async def loop() -> None:
         nonlocal done
         while time.monotonic() < end:
-            r = await client.post("/v1/judge/outcome", json=_body())
+            r = await client.post("/v1/judge/outcome", json=judgment_body())
             r.raise_for_status()
             done += 1
 

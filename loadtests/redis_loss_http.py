@@ -38,25 +38,14 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests.judge_throughput import process, wait_ok
+from loadtests.overload import judgment_body
 from loadtests.redis_loss import MODES, _start_redis
-
-_COUNTER = iter(range(10**9))
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _body(mode: str) -> dict[str, Any]:
-    i = next(_COUNTER)
-    a, b = 100 + i % 900, 7 + i % 13
-    return {
-        "question": f"What is {a} + {b}? ({mode} item {i})",
-        "response": f"{a} + {b} = {a + b}. The answer is {a + b}.",
-        "cache": False,
-    }
 
 
 async def _depth(client: httpx.AsyncClient) -> float | None:
@@ -69,12 +58,12 @@ async def _depth(client: httpx.AsyncClient) -> float | None:
     return None
 
 
-async def _answers(client: httpx.AsyncClient, name: str, timeout: float = 300) -> None:
+async def _answers(client: httpx.AsyncClient, timeout: float = 300) -> None:
     """One judgment end to end: the API and the worker are on the new Redis."""
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(httpx.TransportError):
-            r = await client.post("/v1/judge/outcome", json=_body(name), timeout=60)
+            r = await client.post("/v1/judge/outcome", json=judgment_body(), timeout=60)
             if r.status_code == 200:
                 return
         if time.monotonic() > deadline:
@@ -92,12 +81,12 @@ async def run_mode(
     )  # first answer -> final answer, for callers not served at once
     latency: dict[str, list[float]] = {}
     async with httpx.AsyncClient(base_url=url, timeout=None) as client:
-        await _answers(client, name)  # before the clock runs
+        await _answers(client)  # before the clock runs
 
         async def send(scheduled: float) -> None:
             """One caller: the first answer, then idempotent retries of a 503 (as the client
             library does) until an answer or the deadline."""
-            body, headers = _body(name), {"Idempotency-Key": uuid.uuid4().hex}
+            body, headers = judgment_body(), {"Idempotency-Key": uuid.uuid4().hex}
             first: str | None = None
             while True:
                 try:
