@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,39 @@ def _start_redis(port: int, data: Path, args: list[str]) -> subprocess.Popen[byt
             return proc
         time.sleep(0.05)
     raise RuntimeError("redis-server did not start")
+
+
+def kill_restart(
+    redis: subprocess.Popen[bytes], port: int, data: Path, args: list[str]
+) -> subprocess.Popen[bytes]:
+    """SIGKILL the Redis server, then start a new one at once on the same port and directory."""
+    redis.kill()
+    redis.wait()
+    return _start_redis(port, data, args)
+
+
+async def open_loop(
+    rate: float,
+    seconds: float,
+    send: Callable[[float], Coroutine[Any, Any, None]],
+    halfway: Callable[[], Awaitable[None]],
+) -> int:
+    """Call ``send(scheduled)`` ``rate`` times a second for ``seconds``, each at its scheduled
+    time whatever the earlier ones are doing, and ``halfway()`` once in the middle; returns the
+    number sent once every send has finished."""
+    tasks = []
+    start = time.monotonic()
+    fired = False
+    for k in range(int(rate * seconds)):
+        delay = start + k / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if not fired and time.monotonic() - start >= seconds / 2:
+            await halfway()
+            fired = True
+        tasks.append(asyncio.create_task(send(time.monotonic())))
+    await asyncio.gather(*tasks)
+    return len(tasks)
 
 
 async def _handler(job: Job) -> JobResult:
@@ -97,20 +131,13 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
             if outcome.ok:
                 answered.add(job.id)
 
-        tasks = []
-        start = time.monotonic()
-        killed = False
-        for k in range(int(rate * seconds)):
-            delay = start + k / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if not killed and time.monotonic() - start >= seconds / 2:
-                redis.kill()  # SIGKILL
-                redis.wait()
-                killed = True
-                redis = _start_redis(port, Path(tmp), MODES[name])
-            tasks.append(asyncio.create_task(submit()))
-        await asyncio.gather(*tasks)
+        data = Path(tmp)
+
+        async def kill_and_restart() -> None:
+            nonlocal redis
+            redis = kill_restart(redis, port, data, MODES[name])
+
+        sent = await open_loop(rate, seconds, lambda _: submit(), kill_and_restart)
         await asyncio.sleep(3)  # late completions of reclaimed jobs
         worker.stop()
         await asyncio.wait_for(worker_task, 30)
@@ -125,7 +152,7 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
     unanswered = accepted - answered
     return {
         "mode": name,
-        "sent": len(tasks),
+        "sent": sent,
         "accepted": len(accepted),
         "answered": len(answered),
         "told_error": dict(

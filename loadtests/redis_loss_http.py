@@ -39,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests.judge_throughput import process, wait_ok
 from loadtests.overload import judgment_body
-from loadtests.redis_loss import MODES, _start_redis
+from loadtests.redis_loss import MODES, _start_redis, kill_restart, open_loop
 
 
 def _free_port() -> int:
@@ -107,25 +107,19 @@ async def run_mode(
                 retried[f"{first} -> {got}{' (replayed)' if replayed else ''}"] += 1
             latency.setdefault(got, []).append(round(time.monotonic() - scheduled, 2))
 
-        tasks = []
-        start = time.monotonic()
-        depth_at_kill = None
-        for k in range(int(rate * seconds)):
-            delay = start + k / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if depth_at_kill is None and time.monotonic() - start >= seconds / 2:
-                depth_at_kill = await _depth(client)
-                redis.kill()  # SIGKILL
-                redis.wait()
-                redis = _start_redis(redis_port, data, MODES[name])
-            tasks.append(asyncio.create_task(send(time.monotonic())))
-        await asyncio.gather(*tasks)
+        depth_at_kill: float | None = None
+
+        async def kill_and_restart() -> None:
+            nonlocal redis, depth_at_kill
+            depth_at_kill = await _depth(client)
+            redis = kill_restart(redis, redis_port, data, MODES[name])
+
+        sent = await open_loop(rate, seconds, send, kill_and_restart)
     redis.kill()
     redis.wait()
     return {
         "mode": name,
-        "sent": len(tasks),
+        "sent": sent,
         "queue_depth_at_kill": depth_at_kill,
         "first_answer": dict(sorted(status.items())),
         "after_retries": dict(sorted(retried.items())),

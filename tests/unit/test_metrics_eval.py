@@ -126,34 +126,29 @@ def test_metric_on_real_labels_with_oracle_and_minus_one(gsm8k: Path) -> None:
     assert (trivial["acc_err"], trivial["acc_corr"], trivial["f1"]) == (0.0, 100.0, 0.0)
 
 
+GOOD_ITEM = {
+    "id": "x",
+    "generator": "g",
+    "problem": "p",
+    "steps": ["a", "b"],
+    "final_answer_correct": True,
+    "label": -1,
+}
+
+
 def test_load_rejects_bad_files(tmp_path: Path) -> None:
     not_array = tmp_path / "obj.json"
     not_array.write_text(json.dumps({"id": "x"}), encoding="utf-8")
     with pytest.raises(ValueError, match="JSON array"):
         load_processbench(not_array, limit=None)
     bad_label = tmp_path / "label.json"
-    item = {
-        "id": "x",
-        "generator": "g",
-        "problem": "p",
-        "steps": ["a", "b"],
-        "final_answer_correct": False,
-        "label": 2,
-    }
-    bad_label.write_text(json.dumps([item]), encoding="utf-8")
+    bad_label.write_text(json.dumps([GOOD_ITEM | {"label": 2}]), encoding="utf-8")
     with pytest.raises(ValueError, match=r"item 0: field 'label'"):
         load_processbench(bad_label, limit=None)
 
 
 def test_bad_item_is_named_by_its_index(tmp_path: Path) -> None:
-    good = {
-        "id": "x",
-        "generator": "g",
-        "problem": "p",
-        "steps": ["a", "b"],
-        "final_answer_correct": True,
-        "label": -1,
-    }
+    good = GOOD_ITEM
     path = tmp_path / "pb.json"
     cases = [
         ({"label": True}, r"item 2: field 'label': Input should be a valid integer"),
