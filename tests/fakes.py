@@ -26,19 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from service.engine.base import (
-    GenerateCall,
-    GenerateResult,
-    JudgeCall,
-    JudgeResult,
-    ModelInfo,
-    OptionCall,
-    OptionResult,
-    SlotLogits,
-    SpanCall,
-    SpanResult,
-    TokenUsage,
-)
+from service.engine import base
 from service.engine.judging import fill_slots, judge_one
 from service.scoring.tokenizer import Tokenizer, encode
 
@@ -82,20 +70,20 @@ class FakeEngine:
     def decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids)))  # type: ignore[attr-defined]
 
-    def model_info(self) -> ModelInfo:
-        return ModelInfo(name=self.name, path="/fake", max_model_len=8192, device="cpu")
+    def model_info(self) -> base.ModelInfo:
+        return base.ModelInfo(name=self.name, path="/fake", max_model_len=8192, device="cpu")
 
     def _record(self, kind: str, ids: Sequence[int]) -> None:
         if self.fail is not None:
             raise self.fail
         self.requests.append((kind, list(ids)))
 
-    async def _verdict(self, ids: Sequence[int]) -> tuple[float, TokenUsage]:
+    async def _verdict(self, ids: Sequence[int]) -> tuple[float, base.TokenUsage]:
         self._record("verdict", ids)
-        usage = TokenUsage(prompt_tokens=len(ids), generated_tokens=1, engine_calls=1)
+        usage = base.TokenUsage(prompt_tokens=len(ids), generated_tokens=1, engine_calls=1)
         return self.verdicts(self.decode(ids)), usage
 
-    async def _generate_one(self, call: GenerateCall) -> GenerateResult:
+    async def _generate_one(self, call: base.GenerateCall) -> base.GenerateResult:
         self._record("generate", call.prompt_ids)
         text = self.write(self.decode(call.prompt_ids))
         finish, stop_reason = "stop", None
@@ -107,49 +95,51 @@ class FakeEngine:
         if len(ids) > call.max_tokens:
             ids, finish, stop_reason = ids[: call.max_tokens], "length", None
             text = self.decode(ids)
-        usage = TokenUsage(
+        usage = base.TokenUsage(
             prompt_tokens=len(call.prompt_ids), generated_tokens=len(ids), engine_calls=1
         )
-        return GenerateResult(text=text, finish_reason=finish, stop_reason=stop_reason, usage=usage)
+        return base.GenerateResult(
+            text=text, finish_reason=finish, stop_reason=stop_reason, usage=usage
+        )
 
-    async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
+    async def judge(self, calls: Sequence[base.JudgeCall]) -> list[base.JudgeResult]:
         return [
             await judge_one(c, self.tokenizer, self._verdict, self._generate_one) for c in calls
         ]
 
-    async def generate(self, calls: Sequence[GenerateCall]) -> list[GenerateResult]:
+    async def generate(self, calls: Sequence[base.GenerateCall]) -> list[base.GenerateResult]:
         return [await self._generate_one(c) for c in calls]
 
-    async def slot_logits(self, prompt_ids: Sequence[int], slots: Sequence[int]) -> SlotLogits:
+    async def slot_logits(self, prompt_ids: Sequence[int], slots: Sequence[int]) -> base.SlotLogits:
         self._record("slots", prompt_ids)
-        usage = TokenUsage(prompt_tokens=len(prompt_ids), generated_tokens=1, engine_calls=1)
+        usage = base.TokenUsage(prompt_tokens=len(prompt_ids), generated_tokens=1, engine_calls=1)
         logits: list[float | None] = [
             None if i in self.missing_slots else self.verdicts(self.decode(prompt_ids[:slot]))
             for i, slot in enumerate(slots)
         ]
         return await fill_slots(logits, slots, prompt_ids, self._verdict, usage)
 
-    async def option_logprobs(self, calls: Sequence[OptionCall]) -> list[OptionResult]:
+    async def option_logprobs(self, calls: Sequence[base.OptionCall]) -> list[base.OptionResult]:
         out = []
         for call in calls:
             self._record("options", call.prompt_ids)
             logprobs = self.options(self.decode(call.prompt_ids), len(call.option_ids))
-            usage = TokenUsage(
+            usage = base.TokenUsage(
                 prompt_tokens=len(call.prompt_ids), generated_tokens=1, engine_calls=1
             )
-            out.append(OptionResult(logprobs=logprobs, usage=usage))
+            out.append(base.OptionResult(logprobs=logprobs, usage=usage))
         return out
 
-    async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]:
+    async def span_logprobs(self, calls: Sequence[base.SpanCall]) -> list[base.SpanResult]:
         out = []
         for call in calls:
             self._record("span", call.prompt_ids)
             mean = self.spans(self.decode(call.prompt_ids[call.start :]))
             tokens = len(call.prompt_ids) - call.start
-            usage = TokenUsage(
+            usage = base.TokenUsage(
                 prompt_tokens=len(call.prompt_ids), generated_tokens=1, engine_calls=1
             )
-            out.append(SpanResult(mean_logprob=mean, tokens=tokens, usage=usage))
+            out.append(base.SpanResult(mean_logprob=mean, tokens=tokens, usage=usage))
         return out
 
     async def check_health(self) -> None:
