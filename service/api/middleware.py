@@ -37,29 +37,45 @@ class BodyLimitMiddleware:
         if _declared_length(scope) > self.limit:
             await error_response(_too_large(self.limit))(scope, receive, send)
             return
-        seen = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise BodyTooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        exchange = _LimitedExchange(self.limit, scope, receive, send)
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, exchange.receive, exchange.send)
         except BodyTooLarge:
-            if not started:
-                await error_response(_too_large(self.limit))(scope, receive, send)
+            await exchange.refuse()
+
+
+class _LimitedExchange:
+    """One request's receive and send under a body limit met while the body streams in."""
+
+    def __init__(self, limit: int, scope: Scope, receive: Receive, send: Send) -> None:
+        self.limit, self._scope, self._receive, self._send = limit, scope, receive, send
+        self.seen = 0
+        self.started = self.over = False
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.seen += len(message.get("body", b""))
+            if self.seen > self.limit:
+                self.over = True
+                raise BodyTooLarge
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self.over:
+            # FastAPI caught the refusal inside its body read and answers with its own error
+            # (a 400, then our 422): the client gets the 413 instead, and nothing of that.
+            if message["type"] == "http.response.start":
+                await self.refuse()
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+    async def refuse(self) -> None:
+        if not self.started:
+            self.started = True
+            await error_response(_too_large(self.limit))(self._scope, self._receive, self._send)
 
 
 def _declared_length(scope: Scope) -> int:
