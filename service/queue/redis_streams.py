@@ -373,19 +373,30 @@ class RedisQueue:
         of its caller waiting for the deadline.
         """
         logger.error("dead-lettering %d malformed stream entries: %s", len(bad), bad[:3])
-        ttl = self._settings.result_ttl_s
+        answerable = [(entry_id, error, _address(raw)) for entry_id, error, raw in bad]
         async with self._redis.pipeline(transaction=True) as pipe:
-            for entry_id, error, raw in bad:
+            for entry_id, error, address in answerable:
                 pipe.xadd(self.names.dead, {"entry": entry_id, "error": error}, maxlen=DEAD_MAXLEN)
-                address = _address(raw)
-                if address is not None:
-                    refused = InvalidRequest(f"this worker cannot run the job ({error[:300]})")
-                    result, notify = self.names.result(*address), self.names.notify(*address)
-                    pipe.set(result, JobResult.from_error(refused).to_json(), nx=True, ex=ttl)
-                    pipe.lpush(notify, "1")
-                    pipe.expire(notify, ttl)
-            pipe.xack(self.names.stream, GROUP, *(entry_id for entry_id, _, _ in bad))
+                if address is None:
+                    pipe.xack(self.names.stream, GROUP, entry_id)
             await pipe.execute()
+        for entry_id, error, address in answerable:
+            if address is not None:
+                # The one way a result is stored: SET NX, wake the caller, XACK the entry.
+                refused = InvalidRequest(f"this worker cannot run the job ({error[:300]})")
+                await self._complete_lua(
+                    keys=[
+                        self.names.result(*address),
+                        self.names.notify(*address),
+                        self.names.stream,
+                    ],
+                    args=[
+                        JobResult.from_error(refused).to_json(),
+                        self._settings.result_ttl_s,
+                        GROUP,
+                        entry_id,
+                    ],
+                )
         self.dead += len(bad)
         self._acks_since_trim += len(bad)
 
