@@ -18,11 +18,11 @@ router = APIRouter(tags=["health", "jobs"])
 async def result(job_id: str, request: Request, state: StateDep) -> JSONResponse:
     """The stored result of a job (id from the X-Job-Id header), for the tenant that sent it."""
     tenant = tenant_name(request)
-    outcome = None
+    result = None
     if state.queue is not None:
-        outcome = await state.queue.lookup(tenant, job_id)
-    if outcome is None:
+        result = await state.queue.lookup(tenant, job_id)
+    if result is None:
         raise NotFound(f"no result for job {job_id} (unknown, expired, or another tenant's)")
-    if not outcome.ok:
-        outcome.raise_for_error()
-    return JSONResponse(outcome.body)
+    if not result.ok:
+        result.raise_for_error()
+    return JSONResponse(result.body)

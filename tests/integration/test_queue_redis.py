@@ -13,10 +13,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import pytest
 import redis
@@ -24,20 +23,16 @@ from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from service.config import QueueSettings
 from service.errors import DeadlineExceeded, JobFailed, Overloaded, QueueUnavailable
 from service.queue.base import Delivery, Job, JobResult, new_job_id
 from service.queue.keys import GROUP, RedisNames
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
+from tests.integration.conftest import MakeQueue, Spawn
 
 pytestmark = pytest.mark.timeout(60)
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 BIG = 1_000_000
-
-MakeQueue = Callable[..., RedisQueue]
-Spawn = Callable[[Coroutine[Any, Any, JobResult]], "asyncio.Task[JobResult]"]
 
 
 def make_job(est_tokens: int = 0, timeout_s: float = 5.0, **kw: Any) -> Job:
@@ -53,71 +48,6 @@ def make_job(est_tokens: int = 0, timeout_s: float = 5.0, **kw: Any) -> Job:
 
 async def echo(job: Job) -> JobResult:
     return JobResult.success({"id": job.id, "tenant": job.tenant, "payload": job.payload})
-
-
-@pytest.fixture
-async def r() -> AsyncIterator[Redis]:
-    client = Redis.from_url(REDIS_URL, decode_responses=True, protocol=2)
-    try:
-        await client.ping()
-    except redis.ConnectionError:
-        pytest.fail(
-            "no Redis at 127.0.0.1:6379; start one: redis-server --daemonize yes "
-            "--bind 127.0.0.1 --port 6379 --save '' --appendonly no"
-        )
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
-async def prefix(r: Redis) -> AsyncIterator[str]:
-    value = f"test:{uuid4().hex}:"
-    yield value
-    keys = [k async for k in r.scan_iter(match=value + "*")]
-    if keys:
-        await r.delete(*keys)
-
-
-@pytest.fixture
-def names(prefix: str) -> RedisNames:
-    return RedisNames(prefix)
-
-
-@pytest.fixture
-async def make_queue(prefix: str) -> AsyncIterator[MakeQueue]:
-    made: list[RedisQueue] = []
-
-    def make(consumer: str = "c1", url: str = REDIS_URL, **overrides: Any) -> RedisQueue:
-        values: dict[str, Any] = {
-            "redis_prefix": prefix,
-            "claim_idle_ms": 300,
-            "batch_wait_ms": 5,
-            "redis_timeout_s": 1.0,
-            "max_deliveries": 3,
-            **overrides,
-        }
-        queue = RedisQueue(url, QueueSettings(**values), consumer)
-        made.append(queue)
-        return queue
-
-    yield make
-    for queue in made:
-        await queue.close()
-
-
-@pytest.fixture
-async def spawn() -> AsyncIterator[Spawn]:
-    """Background submits; any still running at teardown are cancelled."""
-    tasks: list[asyncio.Task[JobResult]] = []
-
-    def start(coro: Coroutine[Any, Any, JobResult]) -> asyncio.Task[JobResult]:
-        tasks.append(asyncio.create_task(coro))
-        return tasks[-1]
-
-    yield start
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @contextlib.asynccontextmanager
