@@ -20,7 +20,7 @@ from service.queue.base import Job, JobQueue, JobResult, new_job_id
 from service.queue.local import LocalQueue
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
-from service.redis_client import connect
+from service.stores.connection import connect
 
 
 async def instant(job: Job) -> JobResult:

@@ -23,18 +23,18 @@ from typing import Any
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from service.aio import CLOSE_TIMEOUT_S, bounded, wait_bounded
-from service.api import health, judge, mcq, rerank, results, reward, score, split
-from service.api import metrics as metrics_api
 from service.api.deps import AppState
 from service.api.errors import install_error_handlers
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
-from service.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
+from service.api.routes import health, judge, mcq, rerank, results, reward, score, split
+from service.api.routes import metrics as metrics_api
 from service.config import Settings, get_settings
-from service.diagnostics import install_dump_signals, watch_loop
 from service.engine.base import Engine
 from service.engine.health import watch_engine
-from service.probe_server import ProbeState, start_probe_server
+from service.ops.aio import CLOSE_TIMEOUT_S, bounded, wait_bounded
+from service.ops.diagnostics import install_dump_signals, watch_loop
+from service.ops.probe_server import ProbeState, start_probe_server
+from service.ops.telemetry import Metrics
 from service.protocol import OutcomeRequest
 from service.queue.base import JobQueue
 from service.queue.local import LocalQueue
@@ -42,7 +42,7 @@ from service.queue.worker import Worker
 from service.serving.cache import JudgmentStore, MemoryStore, RedisStore
 from service.serving.handler import JobRunner
 from service.serving.services import Services
-from service.telemetry import Metrics
+from service.stores.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def make_redis(settings: Settings) -> Any:
     """Client for keys and quotas (the queue keeps its own connections)."""
     if not settings.redis_url:
         return None
-    from service.redis_client import connect
+    from service.stores.connection import connect
 
     return connect(settings.redis_url, settings.queue.redis_timeout_s)
 

@@ -126,7 +126,7 @@ def keys_create(
     """Create a key; it is printed once and only its hash is stored."""
     import asyncio
 
-    from service.auth import create_key
+    from service.stores.auth import create_key
 
     window_s = get_settings().auth.default_window_s if window is None else window
 
@@ -149,7 +149,7 @@ def keys_revoke(key_or_id: Annotated[str, typer.Argument(help="The key or its ke
     """Revoke a key by the key itself or its key_id."""
     import asyncio
 
-    from service.auth import revoke_key
+    from service.stores.auth import revoke_key
 
     async def run() -> bool:
         redis, prefix = _keys_redis()
@@ -169,7 +169,7 @@ def keys_list() -> None:
     """List keys (ids, tenants, quotas; never the keys)."""
     import asyncio
 
-    from service.auth import list_keys
+    from service.stores.auth import list_keys
 
     async def run() -> list[Any]:
         redis, prefix = _keys_redis()

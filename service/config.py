@@ -12,7 +12,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service.queue.kinds import JobKind
+from service.protocol.jobs import JobKind
+
+# The project's own data/ beside the package, found from this file rather than the working
+# directory, so every command and test reads the same files wherever it is started.
+PROJECT_DATA = Path(__file__).resolve().parent.parent / "data"
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 
@@ -204,7 +208,10 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     model_cache: Path = Field(default_factory=_default_cache)
-    data_dir: Path = Path("../shared/data")
+    data_dir: Path = Field(
+        default=PROJECT_DATA,
+        description="Public data sets of the evals, benchmarks and tests (data/SOURCES.md).",
+    )
     redis_url: str | None = None
     engine: EngineSettings = Field(default_factory=EngineSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)

@@ -130,8 +130,8 @@ def settings() -> Settings:
 
 @pytest.fixture(scope="session")
 def data_dir(settings: Settings) -> Path:
-    path = settings.data_dir if settings.data_dir.is_absolute() else ROOT / settings.data_dir
-    assert path.is_dir(), f"shared data not found at {path} (VERIFIER_DATA_DIR)"
+    path = settings.data_dir.resolve()
+    assert path.is_dir(), f"data not found at {path} (VERIFIER_DATA_DIR)"
     return path
 
 

@@ -13,14 +13,14 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Request
 
-from service.auth import KeyRecord
-from service.calibrations import CalibrationStore, MemoryCalibrations
 from service.config import Settings
 from service.errors import NotReady
+from service.ops.telemetry import Metrics
 from service.queue.base import JobQueue
 from service.queue.worker import Worker
 from service.serving.services import Services
-from service.telemetry import Metrics
+from service.stores.auth import KeyRecord
+from service.stores.calibrations import CalibrationStore, MemoryCalibrations
 
 
 @dataclass

@@ -8,9 +8,9 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_response
-from service.auth import authenticate
 from service.errors import PayloadTooLarge, ServiceError, Unauthorized
-from service.telemetry import Metrics
+from service.ops.telemetry import Metrics
+from service.stores.auth import authenticate
 
 
 class BodyTooLarge(Exception):

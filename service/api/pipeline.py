@@ -13,13 +13,13 @@ from typing import TypeVar
 from fastapi import Request, Response
 from pydantic import BaseModel
 
-import service.budget as budget
+import service.serving.budget as budget
 from service.api.deps import AppState, tenant_name, tenant_of
-from service.auth import Reservation, reserve, settle
 from service.errors import BudgetTooSmall
 from service.protocol import BudgetInfo, Usage
+from service.protocol.jobs import JobKind
 from service.queue.base import Job, JobQueue, new_job_id
-from service.queue.kinds import JobKind
+from service.stores.auth import Reservation, reserve, settle
 
 R = TypeVar("R", bound=BaseModel)
 

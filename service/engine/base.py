@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from service.scoring.tokenizer import Tokenizer
-from service.usage import TokenUsage  # re-exported: every result type carries one
 
 __all__ = [
     "Engine",
@@ -28,6 +27,29 @@ __all__ = [
     "TokenUsage",
     "Tokenizer",
 ]
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    """Tokens one or more engine calls consumed."""
+
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    cached_tokens: int = 0
+    engine_calls: int = 0
+    cached_judgments: int = 0  # answered from the judgment cache: no tokens spent
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.generated_tokens
+
+    def add(self, other: TokenUsage) -> TokenUsage:
+        self.prompt_tokens += other.prompt_tokens
+        self.generated_tokens += other.generated_tokens
+        self.cached_tokens += other.cached_tokens
+        self.engine_calls += other.engine_calls
+        self.cached_judgments += other.cached_judgments
+        return self
 
 
 @dataclass(frozen=True, slots=True)

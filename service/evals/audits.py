@@ -21,7 +21,7 @@ import httpx
 from service.evals.common import ProgressFn, gather_with_progress, open_client, sum_usage
 from service.evals.mcq_data import GoldItem, Skipped, read_items
 from service.protocol import Usage
-from service.protocol_audit import finite_or_none
+from service.protocol.audit import finite_or_none
 from service.scoring import audit, tagging
 
 # The example pool ships with the project (data/SOURCES.md says how it was built).

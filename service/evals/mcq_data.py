@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.protocol_mcq import MAX_OPTIONS, MIN_OPTIONS
+from service.protocol.mcq import MAX_OPTIONS, MIN_OPTIONS
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,8 @@ from typing import Any, Protocol, Self, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.errors import InvalidRequest, ServiceError
-from service.queue.kinds import JobKind
-from service.tenants import check_tenant
+from service.protocol.jobs import JobKind
+from service.stores.tenants import check_tenant
 
 
 def new_job_id() -> str:

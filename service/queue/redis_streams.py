@@ -1,6 +1,6 @@
 """Job queue on Redis Streams: API processes submit, worker processes pull and complete.
 
-Redis key names are listed in :mod:`service.queue.keys`. The life of a job:
+Redis key names are listed in :mod:`service.stores.keys`. The life of a job:
 
 1. ``submit``: admission (depth vs ``max_queue_depth`` -> ``Overloaded``), then one Lua
    call that claims the idempotency record (``SET NX``) and ``XADD``s the job JSON, then
@@ -43,9 +43,9 @@ from redis import exceptions as rex
 from service.config import QueueSettings
 from service.errors import DeadlineExceeded, InvalidRequest, JobFailed, Overloaded, ServiceError
 from service.queue.base import BatchLimits, Delivery, Job, JobResult, check_pull_args
-from service.queue.keys import DEAD_MAXLEN, GROUP, JOB_FIELD, RedisNames
-from service.redis_client import connect, unavailable
-from service.tenants import check_tenant
+from service.stores.connection import connect, unavailable
+from service.stores.keys import DEAD_MAXLEN, GROUP, JOB_FIELD, RedisNames
+from service.stores.tenants import check_tenant
 
 logger = logging.getLogger(__name__)
 

@@ -30,10 +30,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from service.aio import bounded, wait_bounded
 from service.config import QueueSettings
-from service.diagnostics import log_tasks
 from service.errors import DeadlineExceeded, QueueUnavailable, ServiceError
+from service.ops.aio import bounded, wait_bounded
+from service.ops.diagnostics import log_tasks
 from service.queue.base import Delivery, Handler, Job, JobQueue, JobResult, Renewable
 
 logger = logging.getLogger(__name__)

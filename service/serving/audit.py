@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from service.engine.base import Engine, GenerateCall, JudgeCall, OptionCall, TokenUsage
 from service.protocol import Usage
-from service.protocol_audit import (
+from service.protocol.audit import (
     AuditConditionResult,
     AuditItem,
     AuditItemResult,

@@ -41,9 +41,9 @@ from service.engine.base import (
     SpanResult,
     TokenUsage,
 )
-from service.queue.keys import RedisNames
 from service.scoring.tokenizer import Tokenizer
 from service.serving.context import current_tenant
+from service.stores.keys import RedisNames
 
 logger = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ValidationError
 
 from service.errors import InvalidRequest, ServiceError
+from service.ops.telemetry import Metrics
 from service.protocol import (
     OutcomeRequest,
     ProcessRequest,
@@ -23,14 +24,13 @@ from service.protocol import (
     ScoreRequest,
     SplitRequest,
 )
-from service.protocol_audit import AuditRequest, PopMCQRequest
-from service.protocol_mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
-from service.protocol_reward import RewardRequest
+from service.protocol.audit import AuditRequest, PopMCQRequest
+from service.protocol.jobs import JobKind
+from service.protocol.mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
+from service.protocol.reward import RewardRequest
 from service.queue.base import Job, JobResult
-from service.queue.kinds import JobKind
 from service.serving.context import current_tenant
 from service.serving.services import Services
-from service.telemetry import Metrics
 
 Route = tuple[type[BaseModel], Callable[[Services, Any], Awaitable[BaseModel]]]
 

@@ -13,11 +13,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from service.calibrations import CalibrationStore, new_calibration_id
 from service.engine.base import Engine, OptionCall, SpanCall, TokenUsage
 from service.errors import CalibrationMismatch, UnknownCalibration
 from service.protocol import Usage
-from service.protocol_mcq import (
+from service.protocol.mcq import (
     Calibration,
     CalibrationCost,
     CalibrationRequest,
@@ -33,6 +32,7 @@ from service.protocol_mcq import (
 )
 from service.scoring import debias, prompts
 from service.serving.context import current_tenant
+from service.stores.calibrations import CalibrationStore, new_calibration_id
 
 # Which calibration methods each debiasing method accepts.
 COMPATIBLE = {

@@ -14,14 +14,14 @@ from typing import Any
 
 from service.engine.base import Engine, TokenUsage
 from service.protocol import Usage
-from service.protocol_audit import (
+from service.protocol.audit import (
     PopMCQBuiltItem,
     PopMCQCell,
     PopMCQRequest,
     PopMCQResponse,
     finite_or_none,
 )
-from service.protocol_mcq import MCQItem
+from service.protocol.mcq import MCQItem
 from service.scoring import debias, popmcq
 from service.scoring.popmcq_build import (
     PAPER_MIN_CANDIDATES,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from service.budget import split_copy_tokens
 from service.engine.base import Engine, GenerateCall, JudgeResult, TokenUsage
 from service.errors import InvalidRequest
 from service.protocol import (
@@ -23,6 +22,7 @@ from service.scoring import prompts, splitting
 from service.scoring.outcome import combine_samples, sigmoid
 from service.scoring.process import aggregate, first_error_step
 from service.scoring.tokenizer import encode
+from service.serving.budget import split_copy_tokens
 from service.serving.outcome import judge_calls, sample_judgments
 
 

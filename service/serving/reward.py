@@ -7,7 +7,7 @@ import asyncio
 from service.config import RewardSettings
 from service.errors import InvalidRequest
 from service.protocol import OutcomeRequest, OutcomeResponse, Usage
-from service.protocol_reward import RewardRequest, RewardResponse
+from service.protocol.reward import RewardRequest, RewardResponse
 from service.scoring.reward import BoundaryNotFound, ChatMarkers, chat_markers, split_query
 from service.scoring.tokenizer import Tokenizer
 from service.serving.outcome import OutcomeServing

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.aio import CLOSE_TIMEOUT_S, bounded
-from service.calibrations import CalibrationStore, MemoryCalibrations
 from service.config import RewardSettings
 from service.engine.base import Engine
+from service.ops.aio import CLOSE_TIMEOUT_S, bounded
 from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
 from service.serving.mcq import MCQServing
@@ -19,6 +18,7 @@ from service.serving.popmcq import PopMCQServing
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.reward import RewardServing
 from service.serving.score import ScoreServing
+from service.stores.calibrations import CalibrationStore, MemoryCalibrations
 
 
 @dataclass

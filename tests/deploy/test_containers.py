@@ -182,7 +182,7 @@ def test_dockerfile_shape(dockerfile: str) -> None:
     (cmd,) = [a for w, a in steps[last_from:] if w == "CMD"]
     assert cli_accepts(yaml.safe_load(cmd))
     (check,) = [a for w, a in steps[last_from:] if w == "HEALTHCHECK"]
-    assert '"-m", "service.healthcheck"' in check
+    assert '"-m", "service.ops.healthcheck"' in check
     env_names = {
         m.group(1) for w, a in steps if w == "ENV" for m in re.finditer(r"([A-Z_][A-Z0-9_]*)=", a)
     }

@@ -1,5 +1,5 @@
 """The Grafana dashboard: vLLM's dashboard conventions, and every metric it reads exists (by
-definition in service/telemetry.py, and in `/metrics` of a running service)."""
+definition in service/ops/telemetry.py, and in `/metrics` of a running service)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.telemetry import Metrics
+from service.ops.telemetry import Metrics
 from tests.deploy.support import dashboard, dashboard_exprs, dashboard_metrics, exposed_names
 from tests.prometheus_text import sample_sum
 

@@ -15,7 +15,7 @@ import pytest
 
 from service.cli import GRACEFUL_SHUTDOWN_S
 from service.config import Settings
-from service.queue.keys import GROUP, RedisNames
+from service.stores.keys import GROUP, RedisNames
 from tests.deploy.support import (
     CRD_SCHEMAS,
     K8S_VERSIONS,
@@ -177,7 +177,7 @@ def test_worker_probes_match_its_probe_port(
 ) -> None:
     from prometheus_client import CollectorRegistry
 
-    from service.probe_server import ProbeState, probe_app
+    from service.ops.probe_server import ProbeState, probe_app
 
     settings = pod_settings(docs, monkeypatch)
     (worker,) = one(docs, "Deployment", "verifier-worker")["spec"]["template"]["spec"]["containers"]

@@ -14,8 +14,8 @@ from redis.asyncio import Redis
 
 from service.config import QueueSettings
 from service.queue.base import JobResult
-from service.queue.keys import RedisNames
 from service.queue.redis_streams import RedisQueue
+from service.stores.keys import RedisNames
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 

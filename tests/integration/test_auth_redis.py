@@ -1,4 +1,4 @@
-"""service.auth against a real Redis (127.0.0.1:6379); each test owns a fresh key prefix."""
+"""service.stores.auth against a real Redis (127.0.0.1:6379); each test owns a fresh key prefix."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import redis
 from redis.asyncio import Redis
 from typer.testing import CliRunner
 
-from service.auth import (
+from service.cli import app as cli_app
+from service.errors import InvalidRequest, QueueUnavailable, QuotaExhausted, Unauthorized
+from service.stores.auth import (
     KeyRecord,
     Reservation,
     authenticate,
@@ -27,9 +29,7 @@ from service.auth import (
     settle,
     window_index,
 )
-from service.cli import app as cli_app
-from service.errors import InvalidRequest, QueueUnavailable, QuotaExhausted, Unauthorized
-from service.redis_client import connect
+from service.stores.connection import connect
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -406,7 +406,7 @@ async def test_the_stored_digest_is_compared_in_constant_time(
 ) -> None:
     import hmac
 
-    import service.auth as auth_module
+    import service.stores.auth as auth_module
 
     calls: list[tuple[bytes, bytes]] = []
     compare = hmac.compare_digest

@@ -8,9 +8,9 @@ from uuid import uuid4
 
 import pytest
 
-from service.queue.keys import RedisNames
-from service.redis_client import connect
 from service.serving.cache import CachedJudgment, CachingEngine, RedisStore
+from service.stores.connection import connect
+from service.stores.keys import RedisNames
 from tests.unit.test_judgment_cache import CountingEngine, call
 
 pytestmark = pytest.mark.timeout(60)

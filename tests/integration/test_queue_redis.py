@@ -25,9 +25,9 @@ from redis.retry import Retry
 
 from service.errors import DeadlineExceeded, JobFailed, Overloaded, QueueUnavailable
 from service.queue.base import Delivery, Job, JobResult, new_job_id
-from service.queue.keys import GROUP, RedisNames
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
+from service.stores.keys import GROUP, RedisNames
 from tests.integration.conftest import MakeQueue, Spawn
 
 pytestmark = pytest.mark.timeout(60)

@@ -9,7 +9,6 @@ from httpx import Response
 
 from service.api.errors import error_response, install_error_handlers, retry_after
 from service.app import create_app
-from service.auth import AuthSettings
 from service.config import LimitSettings, Settings
 from service.errors import (
     BudgetTooSmall,
@@ -20,6 +19,7 @@ from service.errors import (
     Unauthorized,
 )
 from service.protocol import ErrorResponse, OutcomeRequest
+from service.stores.auth import AuthSettings
 
 LIMIT = 2048
 

@@ -1,4 +1,4 @@
-"""Pure parts of service.auth: header parsing, digests, key format, window arithmetic."""
+"""Pure parts of service.stores.auth: header parsing, digests, key format, window arithmetic."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from service.auth import (
+from service.errors import InvalidRequest, QuotaExhausted, ServiceError, Unauthorized
+from service.stores.auth import (
     KEY_PREFIX,
     AuthSettings,
     KeyRecord,
@@ -21,7 +22,6 @@ from service.auth import (
     seconds_to_next_window,
     window_index,
 )
-from service.errors import InvalidRequest, QuotaExhausted, ServiceError, Unauthorized
 
 KEY = "vk_" + "A" * 43
 

@@ -1,4 +1,4 @@
-"""Token budget estimates, the refuse/degrade plan and the quota helpers (service/budget.py)."""
+"""Token budget estimates, the refuse/degrade plan and the quota helpers (serving/budget.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from service.budget import Estimate, estimate, estimate_text_tokens, plan
 from service.errors import BudgetTooSmall, InvalidRequest
 from service.protocol import (
     OutcomeRequest,
@@ -24,8 +23,9 @@ from service.protocol import (
     ScoreRequest,
     SplitRequest,
 )
-from service.protocol_mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
+from service.protocol.mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
 from service.scoring import prompts, splitting
+from service.serving.budget import Estimate, estimate, estimate_text_tokens, plan
 
 Q = "Janet has 16 eggs. She eats 3 and bakes with 4. How many eggs are left?"
 A = "She uses 3 + 4 = 7 eggs.\n\nSo 16 - 7 = 9 eggs are left.\n\nA: 9"

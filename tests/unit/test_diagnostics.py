@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from service.diagnostics import format_tasks
+from service.ops.diagnostics import format_tasks
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,7 +36,7 @@ def test_watchdog_dumps_stacks_and_exits_when_the_loop_blocks() -> None:
     done = run_script(
         """
         import asyncio, time
-        from service.diagnostics import watch_loop
+        from service.ops.diagnostics import watch_loop
 
         def blocking_call():
             time.sleep(20)
@@ -59,7 +59,7 @@ def test_watchdog_stays_quiet_while_the_loop_runs() -> None:
     done = run_script(
         """
         import asyncio
-        from service.diagnostics import watch_loop
+        from service.ops.diagnostics import watch_loop
 
         async def main():
             stop = asyncio.Event()

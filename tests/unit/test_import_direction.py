@@ -30,9 +30,9 @@ def test_config_does_not_import_redis() -> None:
     "module",
     [
         "service.protocol",
-        "service.protocol_mcq",
-        "service.protocol_audit",
-        "service.protocol_reward",
+        "service.protocol.mcq",
+        "service.protocol.audit",
+        "service.protocol.reward",
     ],
 )
 def test_protocol_does_not_import_the_engine(module: str) -> None:

@@ -8,10 +8,10 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from service import budget
 from service.config import QueueSettings
+from service.protocol.jobs import JOB_KINDS, JobKind
 from service.queue.base import Job
-from service.queue.kinds import JOB_KINDS, JobKind
+from service.serving import budget
 from service.serving.handler import ROUTES
 
 

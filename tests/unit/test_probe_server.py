@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from service import app as app_module
-from service import healthcheck
-from service.probe_server import ProbeState, start_probe_server
+from service.ops import healthcheck
+from service.ops.probe_server import ProbeState, start_probe_server
 
 
 def _free_port() -> int:

@@ -6,7 +6,7 @@ import pytest
 from redis import exceptions as rex
 
 from service.errors import QueueUnavailable
-from service.redis_client import is_unreachable, unavailable
+from service.stores.connection import is_unreachable, unavailable
 
 # What uvloop raises when redis-py writes to a connection Redis closed while dying.
 UVLOOP_CLOSED = RuntimeError(

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from service import budget
 from service.errors import EngineFailure, EngineUnavailable
 from service.protocol import OutcomeRequest, ProcessRequest
-from service.protocol_mcq import MCQAnswerRequest
+from service.protocol.mcq import MCQAnswerRequest
 from service.queue.base import Job, JobResult, new_job_id
 from service.scoring import prompts
+from service.serving import budget
 from service.serving.cache import MemoryStore
 from service.serving.handler import JobRunner
 from service.serving.services import Services

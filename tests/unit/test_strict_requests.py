@@ -12,8 +12,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from service.protocol import OutcomeRequest, SplitRequest
-from service.protocol_mcq import MCQAnswerRequest
-from service.protocol_reward import RewardRequest
+from service.protocol.mcq import MCQAnswerRequest
+from service.protocol.reward import RewardRequest
 
 OUTCOME = {"question": "What is 2 + 2?", "response": "4"}
 MCQ = {"question": "Which is a prime?", "options": ["4", "7"]}

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from service.auth import check_tenant as auth_check_tenant
 from service.errors import InvalidRequest
+from service.ops.telemetry import Metrics
 from service.queue.base import Job
-from service.telemetry import Metrics
-from service.tenants import MAX_TENANT_LABELS, OTHER_TENANTS, TenantLabels, check_tenant
+from service.stores.auth import check_tenant as auth_check_tenant
+from service.stores.tenants import MAX_TENANT_LABELS, OTHER_TENANTS, TenantLabels, check_tenant
 
 BAD = ["acme\n", "acme\r\n", "ac:me", "", "a" * 65, "acme ", "ac\u00e9me", "acme\x00"]
 

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from service.protocol import OutcomeRequest, ProcessRequest
-from service.textcheck import check_unicode
+from service.protocol.textcheck import check_unicode
 
 
 def test_lone_surrogate_in_a_field_names_the_field() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from service.engine.base import TokenUsage
 from service.protocol import Usage
-from service.usage import TokenUsage
 
 
 def test_usage_sums_every_field() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from service.api.deps import QueueDep, StateDep
-from service.api.judge import ERRORS
 from service.api.limits import check_documents
 from service.api.pipeline import run_job
+from service.api.routes.judge import ERRORS
 from service.protocol import RerankRequest, RerankResponse
 
 router = APIRouter(tags=["score"], responses=ERRORS)

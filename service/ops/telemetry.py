@@ -16,7 +16,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from service.tenants import TenantLabels
+from service.stores.tenants import TenantLabels
 
 
 class UsageLike(Protocol):

@@ -1,6 +1,6 @@
 """Container health check: exit 0 if this container's process answers ``/health``.
 
-``python -m service.healthcheck`` asks the API port (``verifier serve``) and, if nothing
+``python -m service.ops.healthcheck`` asks the API port (``verifier serve``) and, if nothing
 listens there, the worker's probe port (``verifier worker``), so one image-level
 HEALTHCHECK fits every role the image runs.
 """

@@ -1,105 +1,19 @@
-"""Every wire model: the single source of the HTTP contract.
-
-Unknown request fields are accepted and dropped (with a log line), so clients written for a newer
-version, or SDKs that send extra fields (Cohere's, Jina's), keep working.
-"""
+"""Wire models of the judging endpoints: outcome, split, process, score and rerank."""
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from service.textcheck import check_unicode
-from service.usage import TokenUsage
-
-logger = logging.getLogger(__name__)
-
-
-class ServiceModel(BaseModel):
-    # strict: a request is read as its schema says (schema fuzzing sent `"cache": 0` and got a
-    # 200: lax mode took 0 for false and "5" for 5). A JSON integer still fills a number field.
-    model_config = ConfigDict(extra="ignore", protected_namespaces=(), strict=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _log_dropped(cls, data: Any) -> Any:
-        check_unicode(data)
-        if isinstance(data, dict):
-            known = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
-            extra = sorted(k for k in data if k not in known)
-            if extra:
-                logger.info("%s: ignoring unknown fields %s", cls.__name__, extra)
-        return data
-
-
-def _non_blank(value: str, name: str) -> str:
-    if not value.strip():
-        raise ValueError(f"{name} must not be empty or whitespace only")
-    return value
-
-
-class ErrorDetail(BaseModel):
-    type: str
-    message: str
-
-
-class ErrorResponse(BaseModel):
-    error: ErrorDetail
-
-
-class Usage(BaseModel):
-    prompt_tokens: int = 0
-    generated_tokens: int = 0
-    cached_tokens: int = 0
-    total_tokens: int = 0
-    engine_calls: int = 0
-    cached_judgments: int = Field(
-        default=0, description="Judgments answered from the judgment cache (no tokens spent)."
-    )
-
-    def __add__(self, other: Usage) -> Usage:
-        """Field-wise sum, e.g. ``sum(parts, Usage())`` for a request made of several parts."""
-        return Usage(
-            **{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields}
-        )
-
-    @classmethod
-    def of(cls, usage: TokenUsage) -> Usage:
-        return cls(
-            prompt_tokens=usage.prompt_tokens,
-            generated_tokens=usage.generated_tokens,
-            cached_tokens=usage.cached_tokens,
-            total_tokens=usage.total_tokens,
-            engine_calls=usage.engine_calls,
-            cached_judgments=usage.cached_judgments,
-        )
-
-
-JudgeMode = Literal["direct", "reasoning"]
-BudgetPolicy = Literal["refuse", "degrade"]
-
-
-class BudgetOptions(ServiceModel):
-    """A per-request token budget, checked against an estimate before anything runs."""
-
-    max_eval_tokens: int | None = Field(
-        default=None, ge=1, description="Refuse (or degrade) when the estimate is above this."
-    )
-    budget_policy: BudgetPolicy = Field(
-        default="refuse",
-        description="refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.",
-    )
-
-
-class BudgetInfo(BaseModel):
-    """What the planner decided; present when the request set max_eval_tokens."""
-
-    max_eval_tokens: int
-    estimate: int
-    degraded: bool = False
-    note: str | None = None
+from service.protocol.base import (
+    BudgetInfo,
+    BudgetOptions,
+    JudgeMode,
+    ServiceModel,
+    Usage,
+    _non_blank,
+)
 
 
 class JudgeOptions(BudgetOptions):
@@ -184,29 +98,6 @@ class OutcomeResponse(BaseModel):
     samples: list[SampleJudgment] | None = None
     usage: Usage
     budget: BudgetInfo | None = None
-
-
-class ModelCard(BaseModel):
-    id: str
-    object: Literal["model"] = "model"
-    owned_by: str = "verifier-service"
-    max_model_len: int
-    root: str
-    device: str | None = Field(default=None, description="cpu or cuda, once the engine runs.")
-    dtype: str | None = Field(
-        default=None, description="The engine's dtype (what `dtype=auto` resolved to)."
-    )
-
-
-class ModelList(BaseModel):
-    object: Literal["list"] = "list"
-    data: list[ModelCard]
-
-
-class Readiness(BaseModel):
-    status: Literal["ready", "starting", "failed"]
-    model: str
-    detail: str | None = None
 
 
 # --- steps, process, score, rerank ---------------------------------------------------------

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from service.protocol import BudgetInfo, BudgetOptions, ServiceModel, Usage, _non_blank
-from service.protocol_mcq import MAX_OPTIONS, DebiasMethod, MCQQuestion, PhiKind
+from service.protocol.base import BudgetInfo, BudgetOptions, ServiceModel, Usage, _non_blank
+from service.protocol.mcq import MAX_OPTIONS, DebiasMethod, MCQQuestion, PhiKind
 
 Strategy = Literal["S1", "S2", "S3", "S4", "S5", "S6"]
 AuditCondition = Literal["full_base", "full_reason", "choices_only_base", "choices_only_reason"]

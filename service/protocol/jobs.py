@@ -1,7 +1,7 @@
 """The job kinds: one closed set for the routes, the worker's dispatch table and the budget.
 
 A kind names what a job asks for; its payload is that kind's request model. The API submits
-only these, ``service.serving.handler.ROUTES`` runs exactly these and ``service.budget``
+only these, ``service.serving.handler.ROUTES`` runs exactly these and ``service.serving.budget``
 estimates exactly these (a unit test checks that both tables cover the set).
 """
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from service.protocol import JudgeMode, ServiceModel, Usage
+from service.protocol.base import JudgeMode, ServiceModel, Usage
 
 
 class RewardRequest(ServiceModel):

@@ -42,8 +42,8 @@ from redis.typing import EncodableT, FieldT
 
 from service.config import AuthSettings
 from service.errors import InvalidRequest, QuotaExhausted, Unauthorized
-from service.redis_client import connect, is_unreachable, unavailable
-from service.tenants import check_tenant
+from service.stores.connection import connect, is_unreachable, unavailable
+from service.stores.tenants import check_tenant
 
 __all__ = [
     "KEY_PREFIX",

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from fastapi import APIRouter, Request, Response
 
 from service.api.deps import AppState, QueueDep, StateDep, tenant_name
-from service.api.judge import ERRORS, NOT_FOUND
 from service.api.limits import check_counts, check_many, check_texts
 from service.api.pipeline import run_job
+from service.api.routes.judge import ERRORS, NOT_FOUND
 from service.errors import InvalidRequest, NotFound, UnknownCalibration
-from service.protocol_audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
-from service.protocol_mcq import (
+from service.protocol.audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
+from service.protocol.mcq import (
     Calibration,
     CalibrationList,
     CalibrationRequest,

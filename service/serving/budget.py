@@ -11,7 +11,7 @@ makes (see ``service/serving``):
 - model split: one copy call (the response as prompt, about 1.25x the response generated).
 
 It is an upper-ish bound for realistic text, not a guarantee: operators reconcile quotas with
-the ``actual`` usage recorded after the run (``service.auth.settle``).
+the ``actual`` usage recorded after the run (``service.stores.auth.settle``).
 
 Example:
     >>> from service.protocol import OutcomeRequest
@@ -39,16 +39,16 @@ from service.protocol import (
     ScoreRequest,
     SplitRequest,
 )
-from service.protocol_audit import AuditRequest, PopMCQRequest
-from service.protocol_mcq import (
+from service.protocol.audit import AuditRequest, PopMCQRequest
+from service.protocol.jobs import JobKind
+from service.protocol.mcq import (
     CalibrationRequest,
     MCQAnswerRequest,
     MCQBatchRequest,
     MCQItem,
     MCQOptions,
 )
-from service.protocol_reward import RewardRequest
-from service.queue.kinds import JobKind
+from service.protocol.reward import RewardRequest
 from service.scoring import splitting
 
 __all__ = [

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from service.api.deps import QueueDep, StateDep
-from service.api.judge import ERRORS
 from service.api.limits import check_counts, check_many
 from service.api.pipeline import run_job
-from service.protocol_reward import RewardRequest, RewardResponse
+from service.api.routes.judge import ERRORS
+from service.protocol.reward import RewardRequest, RewardResponse
 
 router = APIRouter(tags=["rl"], responses=ERRORS)
 

@@ -9,9 +9,9 @@ import re
 import secrets
 from typing import Any, Protocol
 
-from service.protocol_mcq import Calibration
-from service.queue.keys import RedisNames
-from service.redis_client import unavailable
+from service.protocol.mcq import Calibration
+from service.stores.connection import unavailable
+from service.stores.keys import RedisNames
 
 _ID_RE = re.compile(r"cal_[A-Za-z0-9_-]{8,64}")
 

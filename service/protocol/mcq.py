@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from service.protocol import BudgetInfo, BudgetOptions, ServiceModel, Usage, _non_blank
+from service.protocol.base import BudgetInfo, BudgetOptions, ServiceModel, Usage, _non_blank
 
 MIN_OPTIONS, MAX_OPTIONS = 2, 10
 DebiasMethod = Literal["none", "popdebias", "pride", "contextual"]

@@ -1,0 +1,1 @@
+"""Thin routers, one module per resource: parse, authorise, submit, map the result."""

@@ -1,0 +1,2 @@
+"""Keeping a process observable and stoppable: metrics, stack dumps and the watchdog, the probe
+server, the container health check, bounded awaits."""
