@@ -174,7 +174,7 @@ def processbench_cmd(
     concurrency: ConcurrencyOpt = 8,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
-    """ProcessBench first-error F1 via POST /v1/judge/process (METHODS A.7-A.9)."""
+    """ProcessBench first-error F1 via POST /v1/judge/process (docs/methods.md A.7-A.9)."""
     from service.evals import processbench
 
     path = resolve_data(data, processbench.DEFAULT_FILE)
@@ -276,7 +276,7 @@ def mcq_cmd(
     concurrency: ConcurrencyOpt = 8,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
-    """MCQ accuracy, letter selection rates, RStd and cost, raw vs debiased (METHODS B.4-B.7).
+    """MCQ accuracy, letter selection rates, RStd, cost, raw vs debiased (docs/methods.md B.4-B.7).
 
     Reads ARC jsonl or the mcqa CSV format (question, choices, answer)."""
     from service.evals import mcq
@@ -351,7 +351,7 @@ def popmcq_cmd(
     limit: LimitOpt = None,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
-    """PopMCQ stress test (METHODS B): S1-S6 from candidate pools, per debiasing method."""
+    """PopMCQ stress test (docs/methods.md B): S1-S6 from candidate pools, per debiasing method."""
     from verifier_client import VerifierError
 
     from service.evals import audits, plots
@@ -430,7 +430,7 @@ def choices_only_cmd(
     concurrency: ConcurrencyOpt = 2,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
-    """Choices-only / reasoning audit (METHODS C): full vs choices-only x base vs reason.
+    """Choices-only / reasoning audit (docs/methods.md C): full vs choices-only x base vs reason.
 
     Reads ARC jsonl or the mcqa CSV format (question, choices, answer)."""
     from service.evals import audits, plots

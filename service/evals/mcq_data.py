@@ -1,4 +1,4 @@
-"""Readers for multiple-choice data (METHODS D): ARC jsonl and the mcqa CSV format.
+"""Readers for multiple-choice data (docs/methods.md D): ARC jsonl and the mcqa CSV format.
 
 Both return the items they could read and the rows they skipped, each with its reason; a row is
 never dropped silently.

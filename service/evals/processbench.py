@@ -1,9 +1,9 @@
 """ProcessBench through the service: first-error prediction via POST /v1/judge/process.
 
 Each item's `steps` are sent as given (no re-splitting) with ``question = problem``; the
-prediction is the response's `first_error_step` (METHODS A.9: the first step scored below the
-threshold, -1 if none). A request the service refuses with a 4xx counts as a wrong prediction
-(`pred` None) and is listed with its error; any other failure aborts the run.
+prediction is the response's `first_error_step` (docs/methods.md A.9: the first step scored
+below the threshold, -1 if none). A request the service refuses with a 4xx counts as a wrong
+prediction (`pred` None) and is listed with its error; any other failure aborts the run.
 
 Result shape::
 

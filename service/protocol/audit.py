@@ -30,7 +30,7 @@ def finite_or_none(value: Any) -> Any:
     return value
 
 
-# --- choices-only / reasoning audit (METHODS C) ----------------------------------------------
+# --- choices-only / reasoning audit (docs/methods.md C) -------------------------------------------
 
 
 class AuditItem(MCQQuestion):
@@ -204,7 +204,7 @@ class AuditResponse(BaseModel):
     budget: BudgetInfo | None = None
 
 
-# --- PopMCQ (METHODS B.1-B.3) ----------------------------------------------------------------
+# --- PopMCQ (docs/methods.md B.1-B.3) -------------------------------------------------------------
 
 
 class PoolOption(ServiceModel):
@@ -255,7 +255,7 @@ class PopMCQRequest(BudgetOptions):
     paper_filter: bool = Field(
         default=True,
         description="Keep only questions with >= 4 distinct wrong candidates on which S1, S2 "
-        "and S6 can all be built (METHODS B.1).",
+        "and S6 can all be built (docs/methods.md B.1).",
     )
     return_items: bool = False
 

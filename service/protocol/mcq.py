@@ -1,4 +1,4 @@
-"""Wire models of the multiple-choice endpoints (METHODS B.4-B.7): answers and calibrations.
+"""Wire models of the multiple-choice endpoints (docs/methods.md B.4-B.7): answers and calibrations.
 
 Shares the base model, usage and budget options of :mod:`service.protocol`.
 """

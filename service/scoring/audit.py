@@ -1,4 +1,4 @@
-"""Choices-only and test-time-reasoning audits (METHODS C): prompts, extraction, summaries.
+"""Choices-only and test-time-reasoning audits (docs/methods.md C): prompts, extraction, summaries.
 
 Pure: no I/O, no engine. The serving layer renders these prompts, reads letters and fills
 :class:`ItemRun` records; :func:`summarize` turns records into the per-data-set figures, the

@@ -1,4 +1,4 @@
-"""Best-of-N selection quality on GSM8K example solutions (METHODS A.5, Part D).
+"""Best-of-N selection quality on GSM8K example solutions (docs/methods.md A.5, Part D).
 
 `load_gsm8k_solutions` is the module's only I/O; everything else is pure.
 

@@ -1,4 +1,4 @@
-"""Option-probability debiasing (METHODS B.4-B.7): pure math, no I/O.
+"""Option-probability debiasing (docs/methods.md B.4-B.7): pure math, no I/O.
 
 - PopDebias, log-linear (B.5 variant 1, the default): ``z_i = log p_i - lambda * phi(pop_i)``
   with a label-free ``lambda`` fitted on calibration items (within-item centred regression).

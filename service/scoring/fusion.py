@@ -1,4 +1,4 @@
-"""Fusing outcome and process scores and ranking candidates (METHODS A.5).
+"""Fusing outcome and process scores and ranking candidates (docs/methods.md A.5).
 
 Example:
     >>> fuse(1.0, 0.0)

@@ -1,4 +1,4 @@
-"""ProcessBench data, answer parsing and metric (METHODS A.7-A.9).
+"""ProcessBench data, answer parsing and metric (docs/methods.md A.7-A.9).
 
 `load_processbench` is the module's only I/O; everything else is pure.
 
@@ -52,7 +52,7 @@ class ProcessBenchScores(TypedDict):
 
 
 class ProcessBenchRow(DataRow):
-    """One object of a ProcessBench JSON array (METHODS A.7)."""
+    """One object of a ProcessBench JSON array (docs/methods.md A.7)."""
 
     id: str
     generator: str
@@ -98,7 +98,7 @@ def load_processbench(path: Path, limit: int | None = None) -> list[ProcessBench
     with path.open(encoding="utf-8") as handle:
         data = json.load(handle)
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON array of items (METHODS A.7)")
+        raise ValueError(f"{path}: expected a JSON array of items (docs/methods.md A.7)")
     rows = data if limit is None else data[:limit]
     items: list[ProcessBenchItem] = []
     for index, row in enumerate(rows):
@@ -125,7 +125,7 @@ def processbench_metric(
     labels: Sequence[int],
     n_steps: Sequence[int] | None = None,
 ) -> ProcessBenchScores:
-    """ProcessBench acc_err, acc_corr and F1 in percent (METHODS A.9).
+    """ProcessBench acc_err, acc_corr and F1 in percent (docs/methods.md A.9).
 
     A prediction matches when it equals the label; None, or (given `n_steps`) a value outside
     [-1, n_steps - 1], is always wrong. `n_steps`, when given, also validates the labels.

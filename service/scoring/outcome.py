@@ -1,4 +1,5 @@
-"""Outcome score math (METHODS A.2, A.6): s = sigmoid(l1 - l0); samples are averaged as scores."""
+"""Outcome score math (docs/methods.md A.2, A.6): s = sigmoid(l1 - l0); samples average as
+scores."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def logit(p: float) -> float:
 
 
 def combine_samples(logits: Sequence[float]) -> tuple[float, float]:
-    """(score, logit) of M sampled judgments: the mean of per-sample scores (METHODS A.6).
+    """(score, logit) of M sampled judgments: the mean of per-sample scores (docs/methods.md A.6).
 
     One sample returns its own logit unchanged, so ``score == sigmoid(logit)`` always holds.
     """

@@ -1,4 +1,4 @@
-"""PopMCQ metrics (METHODS B.3) and the paired McNemar test (C.3): pure, no I/O.
+"""PopMCQ metrics (docs/methods.md B.3) and the paired McNemar test (C.3): pure, no I/O.
 
 Each function takes per-item records of one (model, dataset, strategy) cell. A record holds the
 chosen option's popularity and probability, the gold option's popularity, and whether the

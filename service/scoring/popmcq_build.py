@@ -1,10 +1,10 @@
-"""The PopMCQ builder (METHODS B.1-B.2): four-option items whose distractors follow S1-S6.
+"""The PopMCQ builder (docs/methods.md B.1-B.2): four-option items whose distractors follow S1-S6.
 
 Pure and seeded. Every (item, strategy) pair draws from its own generator, seeded by the seed,
 the item id and the strategy, so a pair's item does not change when other items or strategies
 are added. A strategy that cannot be satisfied is skipped and counted, never relaxed.
 
-Rules the paper leaves open, as decided here (METHODS marks them reconstructed):
+Rules the paper leaves open, as decided here (docs/methods.md marks them reconstructed):
 
 - ties in popularity are broken by the pair's generator (never by input order);
 - S3 ("gradient") takes, among the distinct popularity values above ``pop(gold)``, the highest,

@@ -1,4 +1,4 @@
-"""Aggregating per-step judgments into one process score (METHODS A.3, A.9).
+"""Aggregating per-step judgments into one process score (docs/methods.md A.3, A.9).
 
 Each step judgment is given as its logit difference ``ℓ_k("1") − ℓ_k("0")``, so the step
 score is ``s_k = σ(logit_k)``.
@@ -27,7 +27,8 @@ Aggregation = Literal["min", "mean", "mean_logit", "last", "prod"]
 def aggregate(step_logits: Sequence[float], how: Aggregation) -> float:
     """Reduce step logits to a process score in [0, 1].
 
-    "mean_logit" is ``σ(mean(logit_k))`` on the logits themselves (METHODS A.3, reconstructed);
+    "mean_logit" is ``σ(mean(logit_k))`` on the logits themselves (docs/methods.md A.3,
+    reconstructed);
     "min", "mean", "last" and "prod" act on the step scores ``σ(logit_k)``.
     Raises ValueError on an empty or non-finite input (A.3: K = 0 has no process score) and
     on an unknown `how`.
@@ -62,10 +63,10 @@ def _check_logits(step_logits: Sequence[float]) -> None:
     if not step_logits:
         raise ValueError(
             "no step logits: a response with zero steps has no process score; "
-            "flag it and use the outcome score alone (METHODS A.3)"
+            "flag it and use the outcome score alone (docs/methods.md A.3)"
         )
     if not all(math.isfinite(x) for x in step_logits):
         raise ValueError(
             "step logits must be finite; replace a missing digit's logprob with the "
-            "min(top-k) - 1 surrogate (METHODS A.2)"
+            "min(top-k) - 1 surrogate (docs/methods.md A.2)"
         )

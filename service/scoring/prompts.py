@@ -99,7 +99,7 @@ def direct_prompt_ids(rendered: RenderedJudge) -> list[int]:
     return [*rendered.prompt_ids, *rendered.verdict_ids]
 
 
-# --- process judgments (METHODS A.3) -------------------------------------------------------
+# --- process judgments (docs/methods.md A.3) ------------------------------------------------------
 
 PROCESS_SYSTEM = (
     "You are a meticulous grader of step-by-step solutions. You see a question and the steps "
@@ -211,7 +211,7 @@ def _template(tokenizer: Tokenizer, messages: list[dict[str, str]], generation_p
     return rendered
 
 
-# --- model-based step splitting (METHODS A.4) ----------------------------------------------
+# --- model-based step splitting (docs/methods.md A.4) ---------------------------------------------
 
 SPLIT_SYSTEM = "You copy texts exactly, character for character, and mark where steps begin."
 
@@ -234,7 +234,7 @@ def strip_copy_wrapper(text: str) -> str:
     return re.sub(r"\s*</response>$", "", text)
 
 
-# --- multiple-choice answers (METHODS B.4) ---------------------------------------------------
+# --- multiple-choice answers (docs/methods.md B.4) ------------------------------------------------
 
 LETTERS = "ABCDEFGHIJ"  # K from 2 to 10
 MCQ_SYSTEM = (
@@ -243,7 +243,7 @@ MCQ_SYSTEM = (
 )
 MCQ_TASK = "Answer with the letter of the correct option."
 ANSWER_PREFIX = "Answer:"
-# Content-free stand-ins for question and options (contextual calibration, METHODS B.7).
+# Content-free stand-ins for question and options (contextual calibration, docs/methods.md B.7).
 CONTENT_FREE = ("N/A", "", "[MASK]")
 # What precedes an option text when its question-free log-probability is read.
 POPULARITY_PREFIX = "Answer:"

@@ -1,4 +1,4 @@
-"""Splitting a candidate response into reasoning steps (METHODS A.4).
+"""Splitting a candidate response into reasoning steps (docs/methods.md A.4).
 
 Pure functions only: the model-based splitter's *prompting* lives elsewhere; this module
 parses and checks its output and encodes the heuristic/model/auto policy.
@@ -111,7 +111,7 @@ def needs_model(text: str, method: SplitMethod) -> bool:
 def choose_split(
     text: str, method: SplitMethod, max_steps: int, model_output: str | None
 ) -> SplitResult:
-    """Apply the splitting policy (METHODS A.4) to `text`.
+    """Apply the splitting policy (docs/methods.md A.4) to `text`.
 
     - "heuristic": the heuristic split.
     - "model": the parsed model split; on rejection (or no `model_output`) the heuristic
@@ -135,7 +135,9 @@ def choose_split(
 def _check_max_steps(max_steps: int) -> None:
     """Reject a step cap below one."""
     if max_steps < 1:
-        raise ValueError(f"max_steps must be >= 1, got {max_steps}; use e.g. 64 (METHODS A.4)")
+        raise ValueError(
+            f"max_steps must be >= 1, got {max_steps}; use e.g. 64 (docs/methods.md A.4)"
+        )
 
 
 def _check_method(method: str) -> None:

@@ -1,4 +1,4 @@
-"""Strategy coding of choices-only rationales (METHODS C.3) and the correctness regression.
+"""Strategy coding of choices-only rationales (docs/methods.md C.3) and the correctness regression.
 
 The tagger is an LLM judge: one prompt per (trace, label) asks whether the trace shows the
 strategy; the label is read like a verdict (``logp("1") - logp("0")`` after ``Label: ``) and, for

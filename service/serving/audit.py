@@ -1,4 +1,4 @@
-"""Choices-only / reasoning audits (METHODS C): every item under the requested conditions.
+"""Choices-only / reasoning audits (docs/methods.md C): every item under the requested conditions.
 
 Base conditions read the letter logprobs right after ``ANSWER:`` in the assistant turn. Reason
 conditions generate a rationale within ``reasoning_tokens``, extract ``ANSWER: X`` with the C.2

@@ -165,7 +165,7 @@ class MCQServing:
         return out
 
     async def content_free(self, k: int, usage: TokenUsage) -> list[float]:
-        """p_cf: mean letter probabilities on the content-free inputs (METHODS B.7)."""
+        """p_cf: mean letter probabilities on the content-free inputs (docs/methods.md B.7)."""
         inputs = [(text, [text] * k) for text in prompts.CONTENT_FREE]
         return debias.mean_probs(await self.letter_probs(inputs, usage))
 

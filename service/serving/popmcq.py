@@ -1,4 +1,5 @@
-"""PopMCQ stress tests (METHODS B.1-B.3): pools -> S1-S6 items -> answers -> debiasing -> metrics.
+"""PopMCQ stress tests (docs/methods.md B.1-B.3): pools -> S1-S6 items -> answers -> debiasing ->
+metrics.
 
 One request runs the whole study so the calibration split is chosen once: a seeded share of the
 kept questions fits PopDebias' lambda and PriDe's prior (both label-free) and is excluded from

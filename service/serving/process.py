@@ -1,4 +1,4 @@
-"""Step splitting and process judgments (METHODS A.3, A.4)."""
+"""Step splitting and process judgments (docs/methods.md A.3, A.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scoring many responses to one question, fusion and Best-of-N reranking (METHODS A.5)."""
+"""Scoring many responses to one question, fusion and Best-of-N reranking (docs/methods.md A.5)."""
 
 from __future__ import annotations
 

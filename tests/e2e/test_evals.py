@@ -46,8 +46,9 @@ def test_processbench_metric_matches_predictions(server: Any, tmp_path: Path, mo
         assert len(item["step_scores"]) == len(raw["steps"])
         assert -1 <= item["pred"] < len(raw["steps"])
 
-    # METHODS A.9 by hand: acc_err over items with an error (label != -1), acc_corr over fully
-    # correct items (label == -1); F1 = 2 * acc_err * acc_corr / (acc_err + acc_corr), 0 if both 0.
+    # docs/methods.md A.9 by hand: acc_err over items with an error (label != -1), acc_corr over
+    # fully correct items (label == -1); F1 = 2 * acc_err * acc_corr / (acc_err + acc_corr), 0 if
+    # both are 0.
     pairs = [(i["pred"], i["label"]) for i in items]
     acc_err = percent_matching([(p, y) for p, y in pairs if y != -1])
     acc_corr = percent_matching([(p, y) for p, y in pairs if y == -1])

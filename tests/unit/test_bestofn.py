@@ -1,4 +1,4 @@
-"""Tests for service.scoring.bestofn on the real GSM8K example solutions (METHODS Part D)."""
+"""Tests for service.scoring.bestofn on the real GSM8K example solutions (data/SOURCES.md)."""
 
 from __future__ import annotations
 

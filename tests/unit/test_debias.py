@@ -1,4 +1,4 @@
-"""Debiasing math (METHODS B.5-B.7 and the suggested tests 5-6)."""
+"""Debiasing math (docs/methods.md B.5-B.7 and the suggested tests 5-6)."""
 
 from __future__ import annotations
 

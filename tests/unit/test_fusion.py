@@ -1,4 +1,4 @@
-"""Tests for service.scoring.fusion (METHODS A.5)."""
+"""Tests for service.scoring.fusion (docs/methods.md A.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for service.scoring.metrics_eval (METHODS A.7-A.9)."""
+"""Tests for service.scoring.metrics_eval (docs/methods.md A.7-A.9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PopMCQ metrics and McNemar on hand-computed fixtures (METHODS B.3, C.3)."""
+"""PopMCQ metrics and McNemar on hand-computed fixtures (docs/methods.md B.3, C.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for service.scoring.process (METHODS A.3, A.9)."""
+"""Tests for service.scoring.process (docs/methods.md A.3, A.9)."""
 
 from __future__ import annotations
 

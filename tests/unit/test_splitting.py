@@ -1,4 +1,4 @@
-"""Tests for service.scoring.splitting (METHODS A.4)."""
+"""Tests for service.scoring.splitting (docs/methods.md A.4)."""
 
 from __future__ import annotations
 

@@ -1032,7 +1032,7 @@ class PopMCQRequest(BaseModel):
     ] = ["none", "popdebias", "pride", "contextual"]
     paper_filter: Annotated[bool, Field(title="Paper Filter")] = True
     """
-    Keep only questions with >= 4 distinct wrong candidates on which S1, S2 and S6 can all be built (METHODS B.1).
+    Keep only questions with >= 4 distinct wrong candidates on which S1, S2 and S6 can all be built (docs/methods.md B.1).
     """
     phi: Annotated[Literal["pop", "log"], Field(title="Phi")] = "pop"
     popularity: Annotated[Literal["given", "model"], Field(title="Popularity")] = "model"

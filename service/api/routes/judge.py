@@ -29,7 +29,7 @@ router = APIRouter(prefix="/v1/judge", tags=["judge"], responses=ERRORS)
 async def judge_outcome(
     req: OutcomeRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
 ) -> OutcomeResponse:
-    """Score P(correct) of one response to one question (METHODS A.2)."""
+    """Score P(correct) of one response to one question (docs/methods.md A.2)."""
     limits = state.settings.limits
     check_texts(limits, question=req.question, response=req.response)
     check_judge_options(limits, req)
@@ -42,7 +42,7 @@ async def judge_outcome(
 async def judge_process(
     req: ProcessRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
 ) -> ProcessResponse:
-    """Score every step of a solution and aggregate (METHODS A.3)."""
+    """Score every step of a solution and aggregate (docs/methods.md A.3)."""
     limits = state.settings.limits
     check_texts(limits, question=req.question, response=req.response or "")
     check_many(limits, "steps", req.steps or [])

@@ -56,7 +56,7 @@ async def _check_calibration(
 async def answer(
     req: MCQAnswerRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
 ) -> MCQAnswerResponse:
-    """The option the model believes, with raw and debiased probabilities (METHODS B.4-B.7)."""
+    """The option the model believes, raw and debiased probabilities (docs/methods.md B.4-B.7)."""
     _check_items(state, [req])
     await _check_calibration(state, request, req, [req.k])
     return await run_job(
@@ -100,7 +100,7 @@ def _check_audit(state: AppState, req: AuditRequest) -> None:
 async def audit(
     req: AuditRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
 ) -> AuditResponse:
-    """Choices-only and reasoning audit: full vs choices-only x base vs reason (METHODS C)."""
+    """Choices-only and reasoning audit: full vs choices-only x base vs reason (methods.md C)."""
     _check_audit(state, req)
     return await run_job(
         state, queue, request, response, "mcq_audit", req, AuditResponse, "/v1/mcq/audit"
