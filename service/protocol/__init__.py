@@ -17,6 +17,7 @@ from service.protocol.base import (
     ErrorDetail,
     ErrorResponse,
     JudgeMode,
+    Metered,
     ModelCard,
     ModelList,
     Readiness,
@@ -52,6 +53,7 @@ from service.protocol.judge import (
 __all__ = [
     "Aggregation",
     "BudgetInfo",
+    "Metered",
     "BudgetOptions",
     "BudgetPolicy",
     "ErrorDetail",
