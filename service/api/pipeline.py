@@ -60,7 +60,7 @@ class JobCall:
         tenant = tenant_name(request)
         plan = _plan(state, kind, req, tenant)
         estimate = plan.estimate.total
-        prefix = state.settings.queue.redis_prefix
+        prefix = state.settings.redis.prefix
         reservation: Reservation | None = None
         if record is not None and state.redis is not None:
             reservation = await reserve(state.redis, prefix, record, estimate)

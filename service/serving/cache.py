@@ -25,7 +25,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
+
+from redis.asyncio import Redis
 
 from service.engine.base import (
     Engine,
@@ -74,7 +76,7 @@ class CachedJudgment:
         )
 
     @classmethod
-    def from_json(cls, raw: str) -> CachedJudgment:
+    def from_json(cls, raw: str | bytes) -> CachedJudgment:
         logit, rationale, tokens, finish = json.loads(raw)
         return cls(float(logit), rationale, int(tokens), finish)
 
@@ -177,7 +179,7 @@ return evicted
 class RedisStore:
     """Judgments in Redis, shared by every worker: ``EX ttl_s`` each, at most ``max_entries``."""
 
-    def __init__(self, redis: Any, prefix: str, max_entries: int, ttl_s: int) -> None:
+    def __init__(self, redis: Redis, prefix: str, max_entries: int, ttl_s: int) -> None:
         self._redis = redis
         self._names = RedisNames(prefix)
         self._max = max_entries
