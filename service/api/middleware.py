@@ -145,9 +145,7 @@ class AuthMiddleware:
                 raise Unauthorized(
                     "auth is enabled but no Redis is configured (VERIFIER_REDIS_URL)"
                 )
-            record = await authenticate(
-                self.state.redis, self.state.settings.redis.prefix, header
-            )
+            record = await authenticate(self.state.redis, self.state.settings.redis.prefix, header)
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)
             return
