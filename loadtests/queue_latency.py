@@ -74,7 +74,7 @@ async def run_backend(
     env.pop("VERIFIER_REDIS_URL", None)
     if redis:
         env["VERIFIER_REDIS_URL"] = redis
-        env["VERIFIER_QUEUE__REDIS_PREFIX"] = f"bench{uuid.uuid4().hex[:6]}:"
+        env["VERIFIER_REDIS__PREFIX"] = f"bench{uuid.uuid4().hex[:6]}:"
     url = f"http://127.0.0.1:{args.port}"
     log = args.out / f"queue_{name}.log"
     with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:

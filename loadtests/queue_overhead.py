@@ -15,7 +15,7 @@ import statistics
 import time
 import uuid
 
-from service.config import QueueSettings
+from service.config import QueueSettings, RedisSettings
 from service.queue.base import Job, JobQueue, JobResult, new_job_id
 from service.queue.local import LocalQueue
 from service.queue.redis_streams import RedisQueue
@@ -49,15 +49,16 @@ async def main() -> None:
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/15")
     ap.add_argument("--jobs", type=int, default=300)
     args = ap.parse_args()
-    settings = QueueSettings(redis_prefix=f"bench{uuid.uuid4().hex[:8]}:")
+    settings = QueueSettings()
+    redis = RedisSettings(prefix=f"bench{uuid.uuid4().hex[:8]}:")
     local = await measure(LocalQueue(settings), settings, args.jobs)
-    redis_queue = RedisQueue(args.redis, settings, "bench-worker")
+    redis_queue = RedisQueue(args.redis, settings, redis, "bench-worker")
     try:
         remote = await measure(redis_queue, settings, args.jobs)
     finally:
         await redis_queue.close()
         client = connect(args.redis)
-        async for key in client.scan_iter(match=settings.redis_prefix + "*"):
+        async for key in client.scan_iter(match=redis.prefix + "*"):
             await client.delete(key)
         await client.aclose()
     print(f"{'queue':<8}{'p50 ms':>9}{'p99 ms':>9}")

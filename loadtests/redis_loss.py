@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from service.config import QueueSettings
+from service.config import QueueSettings, RedisSettings
 from service.errors import ServiceError
 from service.queue.base import Job, JobResult, new_job_id
 from service.queue.redis_streams import RedisQueue
@@ -101,13 +101,14 @@ async def _handler(job: Job) -> JobResult:
 async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
     port = _free_port()
     url = f"redis://127.0.0.1:{port}/0"
-    settings = QueueSettings(redis_prefix=f"loss{uuid.uuid4().hex[:6]}:", claim_idle_ms=1000)
+    settings = QueueSettings(claim_idle_ms=1000)
+    names = RedisSettings(prefix=f"loss{uuid.uuid4().hex[:6]}:")
     accepted: set[str] = set()
     answered: set[str] = set()
     told: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         redis = _start_redis(port, Path(tmp), MODES[name])
-        api = RedisQueue(url, settings, f"api-{name}")
+        api = RedisQueue(url, settings, names, f"api-{name}")
         # Accepted = the submit script (XADD) returned; wrapped here, the queue is unchanged.
         submit_lua = api._submit_lua
 
@@ -117,7 +118,7 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
             return owner
 
         api._submit_lua = tracked  # type: ignore[assignment]
-        wq = RedisQueue(url, settings, f"worker-{name}")
+        wq = RedisQueue(url, settings, names, f"worker-{name}")
         worker = Worker(wq, _handler, settings)
         worker_task = asyncio.create_task(worker.run())
 

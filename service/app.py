@@ -18,10 +18,10 @@ import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
+from redis.asyncio import Redis
 
 from service.api.deps import AppState
 from service.api.errors import install_error_handlers
@@ -43,6 +43,7 @@ from service.serving.cache import JudgmentStore, MemoryStore, RedisStore
 from service.serving.handler import JobRunner
 from service.serving.services import Services
 from service.stores.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
+from service.stores.connection import connect
 
 logger = logging.getLogger(__name__)
 
@@ -64,17 +65,16 @@ def make_queue(settings: Settings, role: str) -> JobQueue:
     if settings.redis_url:
         from service.queue.redis_streams import RedisQueue
 
-        return RedisQueue(settings.redis_url, settings.queue, consumer_name(role))
+        return RedisQueue(settings.redis_url, settings.queue, settings.redis, consumer_name(role))
     return LocalQueue(settings.queue)
 
 
-def make_redis(settings: Settings) -> Any:
-    """Client for keys and quotas (the queue keeps its own connections)."""
+def make_redis(settings: Settings) -> Redis | None:
+    """Client for keys, quotas, the judgment cache and calibrations (the queue keeps its own
+    connections); None without ``VERIFIER_REDIS_URL``."""
     if not settings.redis_url:
         return None
-    from service.stores.connection import connect
-
-    return connect(settings.redis_url, settings.queue.redis_timeout_s)
+    return connect(settings.redis_url, settings.redis.timeout_s)
 
 
 def _start_vllm(settings: Settings) -> Engine:
@@ -99,21 +99,21 @@ async def start_engine(settings: Settings) -> Engine:
     return await asyncio.to_thread(_start_vllm, settings)
 
 
-def make_judgment_store(settings: Settings, redis: Any) -> JudgmentStore | None:
+def make_judgment_store(settings: Settings, redis: Redis | None) -> JudgmentStore | None:
     """The judgment cache's store: Redis (shared by every worker) when configured; it uses
     the process's Redis client, which its owner closes."""
     cfg = settings.cache
     if not cfg.enabled:
         return None
     if redis is not None:
-        return RedisStore(redis, settings.queue.redis_prefix, cfg.max_entries, cfg.ttl_s)
+        return RedisStore(redis, settings.redis.prefix, cfg.max_entries, cfg.ttl_s)
     return MemoryStore(cfg.max_entries, cfg.ttl_s)
 
 
-def make_calibrations(settings: Settings, redis: Any) -> CalibrationStore:
+def make_calibrations(settings: Settings, redis: Redis | None) -> CalibrationStore:
     """Calibrations in Redis when configured (shared, kept across restarts), else memory."""
     if redis is not None:
-        return RedisCalibrations(redis, settings.queue.redis_prefix)
+        return RedisCalibrations(redis, settings.redis.prefix)
     return MemoryCalibrations()
 
 
@@ -121,7 +121,7 @@ async def start_services(
     settings: Settings,
     metrics: Metrics | None = None,
     calibrations: CalibrationStore | None = None,
-    redis: Any = None,
+    redis: Redis | None = None,
 ) -> Services:
     """Prepare the model, start the engine, score a probe judgment."""
     engine = await start_engine(settings)
@@ -367,7 +367,8 @@ async def run_worker_process(settings: Settings) -> int:
             await wait_bounded(watchdogs, CLOSE_TIMEOUT_S, "the loop watchdog")
         await services.close()
         await bounded(queue.close(), CLOSE_TIMEOUT_S, "closing the queue")
-        await bounded(redis.aclose(), CLOSE_TIMEOUT_S, "closing Redis")
+        if redis is not None:
+            await bounded(redis.aclose(), CLOSE_TIMEOUT_S, "closing Redis")
     if worker.failure is not None:
         logger.error("worker stopped: %s", worker.failure)
         return 1

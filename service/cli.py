@@ -110,7 +110,7 @@ def _keys_redis() -> tuple[Any, str]:
     if redis is None:
         typer.echo("error: keys live in Redis; set VERIFIER_REDIS_URL", err=True)
         raise typer.Exit(2)
-    return redis, settings.queue.redis_prefix
+    return redis, settings.redis.prefix
 
 
 @keys_app.command("create")

@@ -6,10 +6,11 @@ No other module reads ``os.environ``.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.protocol.jobs import JobKind
@@ -25,7 +26,53 @@ def _default_cache() -> Path:
     return Path.home() / ".cache" / "verifier-service"
 
 
-class OpenAIEngineSettings(BaseModel):
+class SettingsGroup(BaseModel):
+    """A nested settings group: an unknown name is refused, naming the group's valid ones.
+
+    A typo such as ``VERIFIER_QUEUE__MAX_QUEUE_DEPHT`` would otherwise be dropped in silence
+    and the default used. ``_renamed`` maps an old name to the setting that replaced it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    _renamed: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_names(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for name in data:
+            key = str(name)
+            if key in cls.model_fields:
+                continue
+            new = cls._renamed.get(key.lower())
+            if new is not None:
+                raise ValueError(f"{key} was renamed: set {new} instead")
+            valid = sorted(cls.model_fields)
+            close = difflib.get_close_matches(key.lower(), valid, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown setting {key!r}; {hint}valid names: {', '.join(valid)}")
+        return data
+
+
+class RedisSettings(SettingsGroup):
+    """Every Redis client of the service: queue, keys and quotas, judgment cache, calibrations.
+
+    The server itself is ``VERIFIER_REDIS_URL`` (top level: setting it switches Redis on).
+    """
+
+    prefix: str = Field(
+        default="verifier:",
+        description="Prefix of every Redis key (service/stores/keys.py); one per deployment "
+        "sharing a Redis.",
+    )
+    timeout_s: float = Field(
+        default=2.0, gt=0, description="Connect and socket timeout of every Redis call."
+    )
+
+
+class OpenAIEngineSettings(SettingsGroup):
     """A remote OpenAI-compatible server (``engine.backend=openai``), e.g. a vLLM fleet."""
 
     base_url: str = Field(
@@ -49,7 +96,7 @@ class OpenAIEngineSettings(BaseModel):
     max_connections: int = Field(default=256, ge=1, description="Concurrent calls to it.")
 
 
-class EngineSettings(BaseModel):
+class EngineSettings(SettingsGroup):
     """How the engine is built. An empty ``model`` means the embedded default."""
 
     backend: Literal["vllm", "openai"] = Field(
@@ -92,7 +139,7 @@ class EngineSettings(BaseModel):
     tensor_parallel_size: int = Field(default=1, ge=1)
 
 
-class LimitSettings(BaseModel):
+class LimitSettings(SettingsGroup):
     """Request limits; violations are 422 (fields) or 413 (sizes), never 500."""
 
     max_text_chars: int = Field(default=32_000, ge=1, description="Per text field; over = 413.")
@@ -104,10 +151,9 @@ class LimitSettings(BaseModel):
     request_timeout_s: float = Field(default=300.0, gt=0)
 
 
-class QueueSettings(BaseModel):
+class QueueSettings(SettingsGroup):
     """Batching and delivery (local queue, or Redis Streams when VERIFIER_REDIS_URL is set)."""
 
-    redis_prefix: str = Field(default="verifier:", description="Prefix of every Redis key.")
     max_batch_jobs: int = Field(default=32, ge=1, description="Jobs per pull.")
     max_batch_tokens: int = Field(default=65_536, ge=1, description="Estimated tokens per pull.")
     max_inflight_jobs: int = Field(
@@ -123,7 +169,6 @@ class QueueSettings(BaseModel):
     result_ttl_s: int = Field(default=600, ge=1)
     claim_idle_ms: int = Field(default=30_000, ge=100, description="Reclaim jobs idle this long.")
     max_deliveries: int = Field(default=3, ge=1, description="Then the job is dead-lettered.")
-    redis_timeout_s: float = Field(default=2.0, gt=0, description="Socket timeout to Redis.")
     worker_metrics_port: int | None = Field(
         default=None,
         ge=0,
@@ -153,20 +198,16 @@ class QueueSettings(BaseModel):
         description="Fault injection for tests: a worker exits at once on a job of this kind.",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed(cls, data: Any) -> Any:
-        # The old name would be dropped in silence (extra="ignore") and every process would
-        # share the default prefix: refuse it instead.
-        if isinstance(data, dict) and "key_prefix" in data:
-            raise ValueError(
-                "queue.key_prefix was renamed: set VERIFIER_QUEUE__REDIS_PREFIX instead of "
-                "VERIFIER_QUEUE__KEY_PREFIX"
-            )
-        return data
+    # Redis settings moved to their own group (every Redis client reads them, not only the
+    # queue's); an old name would otherwise leave every process on the default prefix.
+    _renamed: ClassVar[dict[str, str]] = {
+        "key_prefix": "VERIFIER_REDIS__PREFIX (redis.prefix)",
+        "redis_prefix": "VERIFIER_REDIS__PREFIX (redis.prefix)",
+        "redis_timeout_s": "VERIFIER_REDIS__TIMEOUT_S (redis.timeout_s)",
+    }
 
 
-class CacheSettings(BaseModel):
+class CacheSettings(SettingsGroup):
     """The judgment cache (Redis when VERIFIER_REDIS_URL is set, else in the worker's memory)."""
 
     enabled: bool = True
@@ -174,14 +215,14 @@ class CacheSettings(BaseModel):
     max_entries: int = Field(default=100_000, ge=1, description="Oldest evicted beyond this.")
 
 
-class AuthSettings(BaseModel):
+class AuthSettings(SettingsGroup):
     """API-key authentication (``VERIFIER_AUTH__ENABLED=true``)."""
 
     enabled: bool = False
     default_window_s: int = Field(default=3600, ge=1, description="Quota window of new keys.")
 
 
-class RewardSettings(BaseModel):
+class RewardSettings(SettingsGroup):
     """``POST /get_reward`` (OpenRLHF's remote reward model)."""
 
     separator: str = Field(
@@ -213,6 +254,7 @@ class Settings(BaseSettings):
         description="Public data sets of the evals, benchmarks and tests (data/SOURCES.md).",
     )
     redis_url: str | None = None
+    redis: RedisSettings = Field(default_factory=RedisSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     queue: QueueSettings = Field(default_factory=QueueSettings)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import Depends, Request
+from redis.asyncio import Redis
 
 from service.config import Settings
 from service.errors import NotReady
@@ -32,7 +33,7 @@ class AppState:
     queue: JobQueue | None = None
     services: Services | None = None  # only where this process hosts a worker
     worker: Worker | None = None
-    redis: Any = None  # auth and quota client (redis.asyncio.Redis) when Redis is configured
+    redis: Redis | None = None  # keys, quotas, cache and calibrations, when Redis is configured
     calibrations: CalibrationStore = field(default_factory=MemoryCalibrations)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)  # ends the helper loops

@@ -31,6 +31,15 @@ logger = logging.getLogger(__name__)
 UNPARSABLE_BODY = "the request body could not be parsed; send one JSON object encoded as UTF-8"
 INTERNAL_ERROR = "internal error; see server logs"
 
+# The OpenAPI ``responses`` of the routers: what each route may answer besides its model.
+Responses = dict[int | str, dict[str, object]]
+# Every route that submits a job.
+ERRORS: Responses = {code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 502, 503, 504)}
+# Routes that look a tenant's record up by id (another tenant's id is a 404 too).
+NOT_FOUND: Responses = {404: {"model": ErrorResponse}}
+# With auth on, every route but /health and /ready answers 401 to a missing or bad key.
+UNAUTHORIZED: Responses = {401: {"model": ErrorResponse}}
+
 
 def retry_after(seconds: float) -> str:
     """A ``Retry-After`` value: whole seconds, at least 1 (the client waits at least that)."""

@@ -40,9 +40,13 @@ def check_judge_options(limits: LimitSettings, options: JudgeOptions) -> None:
             f"samples={options.samples} is over the limit of {limits.max_samples} "
             "(VERIFIER_LIMITS__MAX_SAMPLES)"
         )
-    if options.reasoning_tokens > limits.max_reasoning_tokens:
+    check_reasoning_tokens(limits, options.reasoning_tokens)
+
+
+def check_reasoning_tokens(limits: LimitSettings, reasoning_tokens: int) -> None:
+    if reasoning_tokens > limits.max_reasoning_tokens:
         raise InvalidRequest(
-            f"reasoning_tokens={options.reasoning_tokens} is over the limit of "
+            f"reasoning_tokens={reasoning_tokens} is over the limit of "
             f"{limits.max_reasoning_tokens} (VERIFIER_LIMITS__MAX_REASONING_TOKENS)"
         )
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.api.deps import AppState
 from service.api.errors import error_response
 from service.errors import PayloadTooLarge, ServiceError, Unauthorized
 from service.ops.telemetry import Metrics
@@ -128,7 +128,7 @@ class AuthMiddleware:
     The key's record (tenant, quota) is attached as ``request.state.api_key``.
     """
 
-    def __init__(self, app: ASGIApp, state: Any) -> None:
+    def __init__(self, app: ASGIApp, state: AppState) -> None:
         self.app = app
         self.state = state
 
@@ -145,9 +145,7 @@ class AuthMiddleware:
                 raise Unauthorized(
                     "auth is enabled but no Redis is configured (VERIFIER_REDIS_URL)"
                 )
-            record = await authenticate(
-                self.state.redis, self.state.settings.queue.redis_prefix, header
-            )
+            record = await authenticate(self.state.redis, self.state.settings.redis.prefix, header)
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)
             return

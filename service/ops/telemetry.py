@@ -38,6 +38,7 @@ WAIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 QUEUE_COUNTERS = ("redelivered", "dead", "dropped_expired", "duplicate_results")
 CACHE_COUNTERS = ("hits", "misses", "evictions")
+CACHE_ERROR_OPS = ("lookup", "write")  # the judgment cache's CacheOp values
 
 
 class Metrics:
@@ -115,6 +116,7 @@ class Metrics:
         self._caches: list[object] = []
         self.registry.register(_Counters("verifier_jobs", QUEUE_COUNTERS, self._queues))
         self.registry.register(_Counters("verifier_judgment_cache", CACHE_COUNTERS, self._caches))
+        self.registry.register(_CacheErrors(self._caches))
 
     def budget(self, tenant: str, result: BudgetResult) -> Counter:
         """The budget counter of ``tenant`` (its bounded label) and ``result``."""
@@ -145,7 +147,8 @@ class Metrics:
         self._queues.append(queue)
 
     def watch_cache(self, store: object) -> None:
-        """Export a judgment store's hits, misses and evictions (read at scrape time)."""
+        """Export a judgment store's hits, misses, evictions and tolerated errors by op
+        (read at scrape time)."""
         self._caches.append(store)
 
     def render(self) -> bytes:
@@ -170,3 +173,23 @@ class _Counters(Collector):
             yield CounterMetricFamily(
                 f"{self._prefix}_{name}", f"{what} {name.replace('_', ' ')}", value=total
             )
+
+
+class _CacheErrors(Collector):
+    """``verifier_judgment_cache_errors_total{op}``: store failures the judgment cache
+    tolerated (Redis unreachable; the judgment was scored afresh), summed over the watched
+    stores' ``errors`` dicts, by operation (lookup, write)."""
+
+    def __init__(self, sources: list[object]) -> None:
+        self._sources = sources
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "verifier_judgment_cache_errors",
+            "judgment cache store failures tolerated (scored afresh), by operation",
+            labels=["op"],
+        )
+        for op in CACHE_ERROR_OPS:
+            total = sum(int(getattr(s, "errors", {}).get(op, 0)) for s in self._sources)
+            family.add_metric([op], total)
+        yield family

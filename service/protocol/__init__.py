@@ -3,7 +3,7 @@
 - ``base``: the base model, the error shape, usage and budget options, model and readiness cards
 - ``judge``: outcome, split, process, score, rerank
 - ``mcq``, ``audit``, ``reward``: multiple choice, its audits, ``/get_reward``
-- ``jobs``: the job kinds
+- ``jobs``: the job registry (each kind with its request and response model)
 
 The names of ``base`` and ``judge`` are re-exported here.
 """
@@ -17,6 +17,7 @@ from service.protocol.base import (
     ErrorDetail,
     ErrorResponse,
     JudgeMode,
+    Metered,
     ModelCard,
     ModelList,
     Readiness,
@@ -52,6 +53,7 @@ from service.protocol.judge import (
 __all__ = [
     "Aggregation",
     "BudgetInfo",
+    "Metered",
     "BudgetOptions",
     "BudgetPolicy",
     "ErrorDetail",

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from service.protocol.base import BudgetInfo, BudgetOptions, ServiceModel, Usage, _non_blank
+from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
 from service.protocol.mcq import MAX_OPTIONS, DebiasMethod, MCQQuestion, PhiKind
 
 Strategy = Literal["S1", "S2", "S3", "S4", "S5", "S6"]
@@ -195,13 +195,15 @@ class AuditSummary(BaseModel):
     tagging: TaggingSummary | None = None
 
 
-class AuditResponse(BaseModel):
+class _AuditFields(BaseModel):
     model: str
     items: list[AuditItemResult]
     summary: AuditSummary
     tokens_by_condition: dict[str, int]
-    usage: Usage
-    budget: BudgetInfo | None = None
+
+
+class AuditResponse(Metered, _AuditFields):
+    pass
 
 
 # --- PopMCQ (docs/methods.md B.1-B.3) -------------------------------------------------------------
@@ -295,7 +297,7 @@ class PopMCQBuiltItem(BaseModel):
     chosen: dict[str, int] = Field(description="Chosen option per debiasing method.")
 
 
-class PopMCQResponse(BaseModel):
+class _PopMCQFields(BaseModel):
     model: str
     n_items: int
     n_kept: int
@@ -308,5 +310,7 @@ class PopMCQResponse(BaseModel):
     calibration: dict[str, dict[str, Any]]
     table: dict[str, dict[str, PopMCQCell]] = Field(description="method -> strategy -> metrics")
     items: list[PopMCQBuiltItem] | None = None
-    usage: Usage
-    budget: BudgetInfo | None = None
+
+
+class PopMCQResponse(Metered, _PopMCQFields):
+    pass

@@ -96,6 +96,19 @@ class BudgetInfo(BaseModel):
     note: str | None = None
 
 
+class Metered(BaseModel):
+    """A job's response: what it cost (``usage``) and what the planner decided (``budget``).
+
+    Pydantic puts inherited fields first, and the wire order has them last, so a response
+    lists ``Metered`` *before* the model holding its own fields::
+
+        class OutcomeResponse(Metered, _OutcomeFields): ...  # score, ..., usage, budget
+    """
+
+    usage: Usage
+    budget: BudgetInfo | None = None
+
+
 class ModelCard(BaseModel):
     id: str
     object: Literal["model"] = "model"

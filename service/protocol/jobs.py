@@ -1,13 +1,43 @@
-"""The job kinds: one closed set for the routes, the worker's dispatch table and the budget.
+"""The job kinds: the one place a kind is declared, with its request and response model.
 
-A kind names what a job asks for; its payload is that kind's request model. The API submits
-only these, ``service.serving.handler.ROUTES`` runs exactly these and ``service.serving.budget``
-estimates exactly these (a unit test checks that both tables cover the set).
+A kind names what a job asks for; its payload is that kind's request JSON and its result body
+that kind's response JSON. The API submits only these kinds; the worker's dispatch table
+(``service.serving.handler``) and the budget's estimators (``service.serving.budget``) are
+keyed by them and built with :func:`for_every_kind`, so a kind added here without a handler or
+an estimator fails at import.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal, get_args
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal, TypeVar, get_args
+
+from pydantic import BaseModel
+
+from service.protocol.audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
+from service.protocol.base import Metered
+from service.protocol.judge import (
+    OutcomeRequest,
+    OutcomeResponse,
+    ProcessRequest,
+    ProcessResponse,
+    RerankRequest,
+    RerankResponse,
+    ScoreRequest,
+    ScoreResponse,
+    SplitRequest,
+    SplitResponse,
+)
+from service.protocol.mcq import (
+    CalibrationRequest,
+    CalibrationResponse,
+    MCQAnswerRequest,
+    MCQAnswerResponse,
+    MCQBatchRequest,
+    MCQBatchResponse,
+)
+from service.protocol.reward import RewardRequest, RewardResponse
 
 JobKind = Literal[
     "outcome",
@@ -24,3 +54,52 @@ JobKind = Literal[
 ]
 
 JOB_KINDS: Final[tuple[JobKind, ...]] = get_args(JobKind)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job kind with its payload (``request``) and result body (``response``) models."""
+
+    kind: JobKind
+    request: type[BaseModel]
+    response: type[Metered]
+
+
+T = TypeVar("T")
+
+
+def for_every_kind(table: Mapping[JobKind, T], what: str) -> Mapping[JobKind, T]:
+    """``table`` if it has an entry for every job kind and no other, else a ``TypeError``.
+
+    Example: ``RUNS = for_every_kind({...}, "handler")`` at import, so a new kind without a
+    handler stops the process before it serves anything.
+    """
+    missing = [k for k in JOB_KINDS if k not in table]
+    unknown = [k for k in table if k not in JOB_KINDS]
+    if missing or unknown:
+        raise TypeError(
+            f"the {what} table must cover exactly the job kinds of service/protocol/jobs.py; "
+            f"missing: {missing or 'none'}, unknown: {unknown or 'none'}"
+        )
+    return table
+
+
+JOBS: Final[Mapping[JobKind, JobSpec]] = for_every_kind(
+    {
+        spec.kind: spec
+        for spec in (
+            JobSpec("outcome", OutcomeRequest, OutcomeResponse),
+            JobSpec("process", ProcessRequest, ProcessResponse),
+            JobSpec("split", SplitRequest, SplitResponse),
+            JobSpec("score", ScoreRequest, ScoreResponse),
+            JobSpec("rerank", RerankRequest, RerankResponse),
+            JobSpec("mcq_answer", MCQAnswerRequest, MCQAnswerResponse),
+            JobSpec("mcq_batch", MCQBatchRequest, MCQBatchResponse),
+            JobSpec("mcq_calibrate", CalibrationRequest, CalibrationResponse),
+            JobSpec("mcq_audit", AuditRequest, AuditResponse),
+            JobSpec("mcq_popmcq", PopMCQRequest, PopMCQResponse),
+            JobSpec("reward", RewardRequest, RewardResponse),
+        )
+    },
+    "job spec",
+)

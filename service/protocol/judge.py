@@ -7,9 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import (
-    BudgetInfo,
     BudgetOptions,
     JudgeMode,
+    Metered,
     ServiceModel,
     Usage,
     _non_blank,
@@ -88,7 +88,7 @@ class SampleJudgment(BaseModel):
     )
 
 
-class OutcomeResponse(BaseModel):
+class _OutcomeFields(BaseModel):
     score: float = Field(description="P(correct) = sigmoid(logit).")
     logit: float = Field(description="logp('1') - logp('0'); for several samples logit(score).")
     verdict: int = Field(description="1 if score >= 0.5 else 0.")
@@ -96,8 +96,10 @@ class OutcomeResponse(BaseModel):
     model: str
     rationale: str | None = None
     samples: list[SampleJudgment] | None = None
-    usage: Usage
-    budget: BudgetInfo | None = None
+
+
+class OutcomeResponse(Metered, _OutcomeFields):
+    pass
 
 
 # --- steps, process, score, rerank ---------------------------------------------------------
@@ -125,12 +127,15 @@ class SplitRequest(BudgetOptions):
         return _non_blank(v, "response")
 
 
-class SplitResponse(BaseModel):
+class _SplitFields(BaseModel):
     steps: list[str]
     method_used: Literal["heuristic", "model", "given"]
     fallback_reason: str | None = None
+
+
+class SplitResponse(Metered, _SplitFields):
+    # A heuristic split runs no model: its usage may be left out (zero).
     usage: Usage = Field(default_factory=Usage)
-    budget: BudgetInfo | None = None
 
 
 class ProcessOptions(ServiceModel):
@@ -192,7 +197,7 @@ class SplitInfo(BaseModel):
     fallback_reason: str | None = None
 
 
-class ProcessResponse(BaseModel):
+class _ProcessFields(BaseModel):
     steps: list[str]
     step_scores: list[float]
     step_logits: list[float]
@@ -209,8 +214,10 @@ class ProcessResponse(BaseModel):
         description="single_pass: slots re-scored exactly because a label was outside top-k.",
     )
     step_samples: list[list[SampleJudgment]] | None = None
-    usage: Usage
-    budget: BudgetInfo | None = None
+
+
+class ProcessResponse(Metered, _ProcessFields):
+    pass
 
 
 ScoreMethod = Literal["outcome", "process", "fused"]
@@ -261,14 +268,16 @@ class ScoreResult(BaseModel):
     n_steps: int | None = None
 
 
-class ScoreResponse(BaseModel):
+class _ScoreFields(BaseModel):
     method: ScoreMethod
     alpha: float
     model: str
     results: list[ScoreResult]
     ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
-    usage: Usage
-    budget: BudgetInfo | None = None
+
+
+class ScoreResponse(Metered, _ScoreFields):
+    pass
 
 
 class RerankDocument(BaseModel):
@@ -311,10 +320,12 @@ class RerankMeta(BaseModel):
     billed_units: dict[str, int]
 
 
-class RerankResponse(BaseModel):
+class _RerankFields(BaseModel):
     id: str
     model: str
     results: list[RerankResult]
     meta: RerankMeta
-    usage: Usage
-    budget: BudgetInfo | None = None
+
+
+class RerankResponse(Metered, _RerankFields):
+    pass

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from service.protocol.base import BudgetInfo, BudgetOptions, ServiceModel, Usage, _non_blank
+from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
 
 MIN_OPTIONS, MAX_OPTIONS = 2, 10
 DebiasMethod = Literal["none", "popdebias", "pride", "contextual"]
@@ -146,17 +146,21 @@ class MCQAnswer(BaseModel):
     debias: DebiasInfo
 
 
-class MCQAnswerResponse(MCQAnswer):
+class _MCQAnswerFields(MCQAnswer):
     model: str
-    usage: Usage
-    budget: BudgetInfo | None = None
 
 
-class MCQBatchResponse(BaseModel):
+class MCQAnswerResponse(Metered, _MCQAnswerFields):
+    pass
+
+
+class _MCQBatchFields(BaseModel):
     model: str
     results: list[MCQAnswer]
-    usage: Usage
-    budget: BudgetInfo | None = None
+
+
+class MCQBatchResponse(Metered, _MCQBatchFields):
+    pass
 
 
 class CalibrationRequest(BudgetOptions):
@@ -230,9 +234,8 @@ class Calibration(BaseModel):
     created_at: float
 
 
-class CalibrationResponse(Calibration):
-    usage: Usage
-    budget: BudgetInfo | None = None
+class CalibrationResponse(Metered, Calibration):
+    pass
 
 
 class CalibrationList(BaseModel):

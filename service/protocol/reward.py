@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
-from service.protocol.base import JudgeMode, ServiceModel, Usage
+from service.protocol.base import BudgetInfo, JudgeMode, Metered, ServiceModel, Usage
 
 
 class RewardRequest(ServiceModel):
@@ -46,10 +47,16 @@ class RewardRequest(ServiceModel):
         return self
 
 
-class RewardResponse(BaseModel):
+class _RewardFields(BaseModel):
     rewards: list[float] = Field(description="P(correct) of each response (= scores).")
     scores: list[float] = Field(description="P(correct) in [0, 1].")
     extra_logs: dict[str, list[float]] = Field(
         default_factory=dict, description="Per query: `verifier_logit` (logp('1') - logp('0'))."
     )
+
+
+class RewardResponse(Metered, _RewardFields):
     usage: Usage = Field(default_factory=Usage)
+    # OpenRLHF's shape has no budget, and a RewardRequest no max_eval_tokens (so the planner
+    # never sets one): left out of the schema and of every body.
+    budget: SkipJsonSchema[BudgetInfo | None] = Field(default=None, exclude=True)

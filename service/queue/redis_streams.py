@@ -23,7 +23,7 @@ plus its ``lag`` (not yet delivered), from ``XINFO GROUPS``; ``XLEN`` when Redis
 compute the lag. The stream is trimmed (``XTRIM MINID``) to the oldest pending entry, or
 past the last delivered one, at the start of a pull that follows acks.
 
-Redis down: every command fails within about ``redis_timeout_s`` (connect and socket
+Redis down: every command fails within about ``redis.timeout_s`` (connect and socket
 timeouts; one immediate retry on a dropped connection) and surfaces as
 ``QueueUnavailable`` (503). redis-py pools reconnect on the next command, so the queue
 recovers by itself once Redis is back; a lost consumer group is recreated.
@@ -40,7 +40,7 @@ from typing import Any
 
 from redis import exceptions as rex
 
-from service.config import QueueSettings
+from service.config import QueueSettings, RedisSettings
 from service.errors import DeadlineExceeded, InvalidRequest, JobFailed, Overloaded, ServiceError
 from service.queue.base import BatchLimits, Delivery, Job, JobResult, check_pull_args
 from service.stores.connection import connect, unavailable
@@ -132,7 +132,7 @@ class RedisQueue:
 
     Example::
 
-        queue = RedisQueue(settings.redis_url, settings.queue, consumer=f"{host}-{pid}")
+        queue = RedisQueue(settings.redis_url, settings.queue, settings.redis, f"{host}-{pid}")
         result = await queue.submit(job)  # API side
         batch = await queue.pull(32, 65_536, block_ms=1000)  # worker side
         await queue.complete(batch[0], JobResult.success({...}))
@@ -145,13 +145,15 @@ class RedisQueue:
     ``duplicate_results``.
     """
 
-    def __init__(self, url: str, settings: QueueSettings, consumer: str) -> None:
+    def __init__(
+        self, url: str, settings: QueueSettings, redis: RedisSettings, consumer: str
+    ) -> None:
         if not consumer:
             raise ValueError("consumer must be a non-empty name, unique per worker process")
-        self.names = RedisNames(settings.redis_prefix)
+        self.names = RedisNames(redis.prefix)
         self._settings = settings
         self._consumer = consumer
-        timeout = settings.redis_timeout_s
+        timeout = redis.timeout_s
         self._redis = connect(url, timeout)
         # Blocking calls wait up to SLICE_S server-side; their socket must wait longer.
         self._blocking = connect(url, timeout, timeout + SLICE_S)

@@ -48,6 +48,9 @@ BACKOFF_S = 0.5
 WATCH_INTERVAL_S = 1.0
 # Bound on the awaits that end run(): helper loops see their event within one interval.
 CLEANUP_TIMEOUT_S = 5.0
+# Bound on answering a wedged job before the worker gives up: a queue call fails on its own
+# within its Redis timeout (2 s by default, one retry), so this only stops a hung one.
+WEDGED_ANSWER_S = 6.0
 
 
 @dataclass(eq=False)
@@ -336,7 +339,7 @@ class Worker:
             msg = f"job {job.id} ({job.kind}) ran past its deadline; the worker is restarting"
             await bounded(
                 self._answer(entry.delivery, JobResult.from_error(DeadlineExceeded(msg))),
-                self._settings.redis_timeout_s * 3,
+                WEDGED_ANSWER_S,
                 f"answering wedged job {job.id}",
             )
             entry.task.cancel()  # it ignores this, but nothing waits for it any more

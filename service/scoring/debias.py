@@ -201,3 +201,46 @@ def rstd(gold: Sequence[int], pred: Sequence[int], k: int) -> float:
         return 0.0
     mean = sum(recalls) / len(recalls)
     return math.sqrt(sum((r - mean) ** 2 for r in recalls) / len(recalls))
+
+
+# Which calibration methods each debiasing method accepts.
+COMPATIBLE: dict[str, tuple[str, ...]] = {
+    "popdebias": ("popdebias", "popdebias_binned"),
+    "pride": ("pride",),
+    "contextual": ("contextual",),
+}
+
+
+def calibration_mismatch(
+    calibration_id: str,
+    fitted: tuple[str, int | None, str],
+    method: str,
+    ks: Sequence[int],
+    model: str,
+) -> str | None:
+    """Why a calibration fitted as ``fitted`` (method, option count or None for any, model)
+    cannot serve ``method`` on items of ``ks`` options with ``model``; None when it can.
+
+    Example: ``calibration_mismatch("cal_1", ("pride", 4, "m"), "pride", [5], "m")`` names
+    the 4 options it was fitted for.
+    """
+    fitted_method, fitted_k, fitted_model = fitted
+    accepted = COMPATIBLE.get(method, ())
+    if fitted_method not in accepted:
+        wanted = " or ".join(accepted) or "none (debias='none' uses no calibration)"
+        return (
+            f"calibration {calibration_id} was fitted for method {fitted_method!r}; "
+            f"debias={method!r} needs {wanted}"
+        )
+    wrong_k = sorted({k for k in ks if fitted_k is not None and k != fitted_k})
+    if wrong_k:
+        return (
+            f"calibration {calibration_id} was fitted for {fitted_k} options; this request has "
+            f"{wrong_k} (fit one per option count)"
+        )
+    if fitted_model != model:
+        return (
+            f"calibration {calibration_id} was fitted on model {fitted_model!r}; this service "
+            f"runs {model!r}"
+        )
+    return None

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from pydantic import BaseModel
 
@@ -40,7 +40,7 @@ from service.protocol import (
     SplitRequest,
 )
 from service.protocol.audit import AuditRequest, PopMCQRequest
-from service.protocol.jobs import JobKind
+from service.protocol.jobs import JOBS, JobKind, for_every_kind
 from service.protocol.mcq import (
     CalibrationRequest,
     MCQAnswerRequest,
@@ -362,15 +362,6 @@ def _popmcq(req: PopMCQRequest) -> Estimate:
     return total
 
 
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def _expect(kind: JobKind, req: BaseModel, cls: type[_M]) -> _M:
-    if not isinstance(req, cls):
-        raise TypeError(f"a {kind!r} estimate needs a {cls.__name__}, got {type(req).__name__}")
-    return req
-
-
 def _reward_request(req: RewardRequest) -> Estimate:
     """One outcome judgment per query (the query holds question and response); an unset mode
     counts as direct (the worker's setting may say reasoning: then this is low)."""
@@ -386,33 +377,38 @@ def _mcq_batch(req: MCQBatchRequest) -> Estimate:
     return _mcq_items(req.items, req)
 
 
-# kind -> (request model, estimator); every JobKind, no other (tests/unit/test_job_kinds.py).
-ESTIMATORS: Final[dict[JobKind, tuple[type[BaseModel], Any]]] = {
-    "outcome": (OutcomeRequest, _outcome_request),
-    "process": (ProcessRequest, _process_request),
-    "split": (SplitRequest, _split_request),
-    "score": (ScoreRequest, _score_request),
-    "rerank": (RerankRequest, _rerank_request),
-    "mcq_answer": (MCQAnswerRequest, _mcq_answer),
-    "mcq_batch": (MCQBatchRequest, _mcq_batch),
-    "mcq_calibrate": (CalibrationRequest, _mcq_calibration),
-    "mcq_audit": (AuditRequest, _audit),
-    "mcq_popmcq": (PopMCQRequest, _popmcq),
-    "reward": (RewardRequest, _reward_request),
-}
+# kind -> its estimator, which takes that kind's JobSpec.request (checked in `estimate`).
+ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
+    {
+        "outcome": _outcome_request,
+        "process": _process_request,
+        "split": _split_request,
+        "score": _score_request,
+        "rerank": _rerank_request,
+        "mcq_answer": _mcq_answer,
+        "mcq_batch": _mcq_batch,
+        "mcq_calibrate": _mcq_calibration,
+        "mcq_audit": _audit,
+        "mcq_popmcq": _popmcq,
+        "reward": _reward_request,
+    },
+    "estimator",
+)
 
 
 def estimate(kind: JobKind, req: BaseModel) -> Estimate:
     """Estimated tokens and engine calls of a request of `kind`.
 
-    `kind` is a job kind ("outcome", "process", ..., "mcq_popmcq") and `req` its request model.
+    `kind` is a job kind ("outcome", "process", ..., "mcq_popmcq") and `req` its request model
+    (``JOBS[kind].request``); another model is a ``TypeError``.
     """
-    entry = ESTIMATORS.get(kind)
-    if entry is None:
-        raise ValueError(f"unknown request kind {kind!r}; expected one of {', '.join(ESTIMATORS)}")
-    cls, estimator = entry
-    result: Estimate = estimator(_expect(kind, req, cls))
-    return result
+    spec = JOBS.get(kind)
+    if spec is None:
+        raise ValueError(f"unknown request kind {kind!r}; expected one of {', '.join(JOBS)}")
+    cls = spec.request
+    if not isinstance(req, cls):
+        raise TypeError(f"a {kind!r} estimate needs a {cls.__name__}, got {type(req).__name__}")
+    return ESTIMATORS[kind](req)
 
 
 # --- budget policy -------------------------------------------------------------------------

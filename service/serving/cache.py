@@ -11,8 +11,10 @@ flight in this process (other jobs of the same worker), are scored once. A cache
 no engine tokens: its usage is ``cached_judgments=1`` and zero tokens.
 
 Stores: :class:`MemoryStore` (LRU with TTL, per process) and :class:`RedisStore` (shared by
-every worker; TTL per entry and a size cap kept with a sorted index). Store failures never fail
-a judgment: the call is then scored fresh.
+every worker; TTL per entry and a size cap kept with a sorted index). A store Redis cannot
+reach never fails a judgment: the call is scored fresh, the failure is counted
+(``verifier_judgment_cache_errors_total{op}``) and logged at most once per
+``WARN_INTERVAL_S`` and operation. Any other error of a store is a bug and propagates.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Literal, Protocol
+
+from redis.asyncio import Redis
 
 from service.engine.base import (
     Engine,
@@ -43,6 +47,7 @@ from service.engine.base import (
 )
 from service.scoring.tokenizer import Tokenizer
 from service.serving.context import current_tenant
+from service.stores.connection import is_unreachable
 from service.stores.keys import RedisNames
 
 logger = logging.getLogger(__name__)
@@ -74,7 +79,7 @@ class CachedJudgment:
         )
 
     @classmethod
-    def from_json(cls, raw: str) -> CachedJudgment:
+    def from_json(cls, raw: str | bytes) -> CachedJudgment:
         logit, rationale, tokens, finish = json.loads(raw)
         return cls(float(logit), rationale, int(tokens), finish)
 
@@ -102,10 +107,17 @@ def judgment_key(model: ModelInfo, scope: str, call: JudgeCall) -> str:
     return hashlib.blake2b(raw, digest_size=20).hexdigest()
 
 
+# The store operations whose failures are tolerated (and counted, by op).
+CacheOp = Literal["lookup", "write"]
+# While Redis is down every judgment fails a lookup and a write: warn once per this long.
+WARN_INTERVAL_S = 30.0
+
+
 class JudgmentStore(Protocol):
     hits: int
     misses: int
     evictions: int
+    errors: dict[CacheOp, int]  # tolerated store failures, by operation
 
     async def get_many(self, keys: Sequence[str]) -> list[CachedJudgment | None]: ...
 
@@ -124,6 +136,7 @@ class MemoryStore:
         self.hits = 0
         self.misses = 0
         self.evictions = 0
+        self.errors: dict[CacheOp, int] = {"lookup": 0, "write": 0}
 
     async def get_many(self, keys: Sequence[str]) -> list[CachedJudgment | None]:
         now = time.monotonic()
@@ -177,7 +190,7 @@ return evicted
 class RedisStore:
     """Judgments in Redis, shared by every worker: ``EX ttl_s`` each, at most ``max_entries``."""
 
-    def __init__(self, redis: Any, prefix: str, max_entries: int, ttl_s: int) -> None:
+    def __init__(self, redis: Redis, prefix: str, max_entries: int, ttl_s: int) -> None:
         self._redis = redis
         self._names = RedisNames(prefix)
         self._max = max_entries
@@ -186,6 +199,7 @@ class RedisStore:
         self.hits = 0
         self.misses = 0
         self.evictions = 0
+        self.errors: dict[CacheOp, int] = {"lookup": 0, "write": 0}
 
     async def get_many(self, keys: Sequence[str]) -> list[CachedJudgment | None]:
         if not keys:
@@ -214,6 +228,9 @@ class CachingEngine:
         self.store = store
         # Judgments being scored in this process right now, by key: later duplicates wait.
         self._inflight: dict[str, asyncio.Future[CachedJudgment]] = {}
+        # Per op: when the last warning was logged, and the failures not logged since.
+        self._warned_at: dict[CacheOp, float] = {}
+        self._unlogged: dict[CacheOp, int] = {"lookup": 0, "write": 0}
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -314,11 +331,32 @@ class CachingEngine:
         try:
             return await self.store.get_many(keys)
         except Exception as exc:
-            logger.warning("judgment cache lookup failed, scoring afresh: %s", exc)
+            if not is_unreachable(exc):
+                raise  # a bug, not an outage: a silent miss forever would hide it
+            self._tolerate("lookup", exc)
             return [None] * len(keys)
 
     async def _store(self, items: list[tuple[str, CachedJudgment]]) -> None:
         try:
             await self.store.put_many(items)
         except Exception as exc:
-            logger.warning("judgment cache write failed (%d entries): %s", len(items), exc)
+            if not is_unreachable(exc):
+                raise
+            self._tolerate("write", exc)
+
+    def _tolerate(self, op: CacheOp, exc: BaseException) -> None:
+        """Count a store failure; warn at once, then at most once per ``WARN_INTERVAL_S``."""
+        self.store.errors[op] += 1
+        self._unlogged[op] += 1
+        now = time.monotonic()
+        last = self._warned_at.get(op)
+        if last is not None and now - last < WARN_INTERVAL_S:
+            return
+        logger.warning(
+            "judgment cache %s failed %d time(s) since the last warning; scoring afresh: %s",
+            op,
+            self._unlogged[op],
+            exc,
+        )
+        self._warned_at[op] = now
+        self._unlogged[op] = 0

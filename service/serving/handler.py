@@ -10,44 +10,38 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from service.errors import InvalidRequest, ServiceError
 from service.ops.telemetry import Metrics
-from service.protocol import (
-    OutcomeRequest,
-    ProcessRequest,
-    RerankRequest,
-    ScoreRequest,
-    SplitRequest,
-)
-from service.protocol.audit import AuditRequest, PopMCQRequest
-from service.protocol.jobs import JobKind
-from service.protocol.mcq import CalibrationRequest, MCQAnswerRequest, MCQBatchRequest
-from service.protocol.reward import RewardRequest
+from service.protocol.base import Metered
+from service.protocol.jobs import JOBS, JobKind, for_every_kind
 from service.queue.base import Job, JobResult
 from service.serving.context import current_tenant
 from service.serving.services import Services
 
-Route = tuple[type[BaseModel], Callable[[Services, Any], Awaitable[BaseModel]]]
+# How a kind's request runs; the request is the kind's JobSpec.request, validated.
+Run = Callable[[Services, Any], Awaitable[Metered]]
 
-# kind -> (request model, how to run it); every JobKind, no other (tests/unit/test_job_kinds.py).
-ROUTES: Final[dict[JobKind, Route]] = {
-    "outcome": (OutcomeRequest, lambda s, r: s.outcome.judge(r)),
-    "process": (ProcessRequest, lambda s, r: s.process.judge(r)),
-    "split": (SplitRequest, lambda s, r: s.split.handle(r)),
-    "score": (ScoreRequest, lambda s, r: s.score.score(r)),
-    "rerank": (RerankRequest, lambda s, r: s.score.rerank(r)),
-    "mcq_answer": (MCQAnswerRequest, lambda s, r: s.mcq.answer(r)),
-    "mcq_batch": (MCQBatchRequest, lambda s, r: s.mcq.answer_batch(r)),
-    "mcq_calibrate": (CalibrationRequest, lambda s, r: s.mcq.calibrate(r)),
-    "mcq_audit": (AuditRequest, lambda s, r: s.audit.run(r)),
-    "mcq_popmcq": (PopMCQRequest, lambda s, r: s.popmcq.run(r)),
-    "reward": (RewardRequest, lambda s, r: s.reward.reward(r)),
-}
+RUNS: Final[Mapping[JobKind, Run]] = for_every_kind(
+    {
+        "outcome": lambda s, r: s.outcome.judge(r),
+        "process": lambda s, r: s.process.judge(r),
+        "split": lambda s, r: s.split.handle(r),
+        "score": lambda s, r: s.score.score(r),
+        "rerank": lambda s, r: s.score.rerank(r),
+        "mcq_answer": lambda s, r: s.mcq.answer(r),
+        "mcq_batch": lambda s, r: s.mcq.answer_batch(r),
+        "mcq_calibrate": lambda s, r: s.mcq.calibrate(r),
+        "mcq_audit": lambda s, r: s.audit.run(r),
+        "mcq_popmcq": lambda s, r: s.popmcq.run(r),
+        "reward": lambda s, r: s.reward.reward(r),
+    },
+    "handler",
+)
 
 
 class JobRunner:
@@ -68,13 +62,12 @@ class JobRunner:
             self._metrics.queue_wait.observe(max(0.0, time.time() - job.enqueued_at))
         # Cached judgments and calibrations are scoped by tenant (each job has its own task).
         current_tenant.set(job.tenant)
-        model, run = ROUTES[job.kind]  # a Job's kind is a JobKind, and ROUTES has every one
         try:
-            req = model.model_validate(job.payload)
+            req = JOBS[job.kind].request.model_validate(job.payload)
         except ValidationError as exc:
             return JobResult.from_error(InvalidRequest(f"invalid job payload: {exc}"))
         try:
-            resp = await run(self._services, req)
+            resp = await RUNS[job.kind](self._services, req)
         except ServiceError as exc:
             return JobResult.from_error(exc)
         return JobResult.success(resp.model_dump(mode="json"))

@@ -34,13 +34,6 @@ from service.scoring import debias, prompts
 from service.serving.context import current_tenant
 from service.stores.calibrations import CalibrationStore, new_calibration_id
 
-# Which calibration methods each debiasing method accepts.
-COMPATIBLE = {
-    "popdebias": ("popdebias", "popdebias_binned"),
-    "pride": ("pride",),
-    "contextual": ("contextual",),
-}
-
 
 class MCQServing:
     """Serves /v1/mcq/answer, /v1/mcq/answer/batch and fits /v1/mcq/calibrations."""
@@ -222,23 +215,9 @@ class MCQServing:
 
 def check_calibration(cal: Calibration, method: str, ks: Sequence[int], model: str) -> None:
     """422 when a calibration was fitted for another method, K or model."""
-    accepted = COMPATIBLE.get(method, ())
-    if cal.method not in accepted:
-        wanted = " or ".join(accepted) or "none (debias='none' uses no calibration)"
-        raise CalibrationMismatch(
-            f"calibration {cal.id} was fitted for method {cal.method!r}; debias={method!r} "
-            f"needs {wanted}"
-        )
-    wrong_k = sorted({k for k in ks if cal.k is not None and k != cal.k})
-    if wrong_k:
-        raise CalibrationMismatch(
-            f"calibration {cal.id} was fitted for {cal.k} options; this request has "
-            f"{wrong_k} (fit one per option count)"
-        )
-    if cal.model != model:
-        raise CalibrationMismatch(
-            f"calibration {cal.id} was fitted on model {cal.model!r}; this service runs {model!r}"
-        )
+    why = debias.calibration_mismatch(cal.id, (cal.method, cal.k, cal.model), method, ks, model)
+    if why is not None:
+        raise CalibrationMismatch(why)
 
 
 def _debiased(

@@ -1,6 +1,6 @@
 """API keys, tenants and per-tenant token quotas, stored in Redis.
 
-Keys (with the queue's prefix, e.g. ``verifier:``)::
+Keys (named in ``service.stores.keys``, with the prefix ``redis.prefix``, e.g. ``verifier:``)::
 
     verifier:apikey:<sha256 hex>           hash: digest, key_id, tenant, name, quota_tokens
                                            ("" = unlimited), window_s, created (unix s)
@@ -43,6 +43,7 @@ from redis.typing import EncodableT, FieldT
 from service.config import AuthSettings
 from service.errors import InvalidRequest, QuotaExhausted, Unauthorized
 from service.stores.connection import connect, is_unreachable, unavailable
+from service.stores.keys import RedisNames
 from service.stores.tenants import check_tenant
 
 __all__ = [
@@ -206,15 +207,15 @@ def seconds_to_next_window(now: float, window_s: int) -> int:
 
 
 def quota_key(prefix: str, tenant: str, index: int) -> str:
-    return f"{prefix}quota:{tenant}:{index}"
+    return RedisNames(prefix).quota(tenant, index)
 
 
 def _apikey_key(prefix: str, digest: str) -> str:
-    return f"{prefix}apikey:{digest}"
+    return RedisNames(prefix).apikey(digest)
 
 
 def _apikeys_set(prefix: str) -> str:
-    return f"{prefix}apikeys"
+    return RedisNames(prefix).apikeys
 
 
 def _text(value: str | bytes) -> str:
@@ -339,7 +340,7 @@ async def authenticate(redis: Redis, prefix: str, authorization_header: str | No
 
     Example::
 
-        record = await authenticate(redis, settings.queue.redis_prefix, request.headers.get(
+        record = await authenticate(redis, settings.redis.prefix, request.headers.get(
             "authorization"))
     """
     key = parse_bearer(authorization_header)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import Any, Protocol
+from typing import Protocol
+
+from redis.asyncio import Redis
 
 from service.protocol.mcq import Calibration
 from service.stores.connection import unavailable
@@ -58,7 +60,7 @@ class MemoryCalibrations:
 class RedisCalibrations:
     """One JSON string per calibration plus a per-tenant id set; no TTL (kept until deleted)."""
 
-    def __init__(self, redis: Any, prefix: str) -> None:
+    def __init__(self, redis: Redis, prefix: str) -> None:
         self._redis = redis
         self._names = RedisNames(prefix)
 
@@ -78,7 +80,10 @@ class RedisCalibrations:
 
     async def list(self, tenant: str) -> list[Calibration]:
         with unavailable("list calibrations"):
-            ids = sorted(await self._redis.smembers(self._names.calibrations(tenant)))
+            # The client decodes replies (connection.connect), so the members are str.
+            ids = sorted(
+                str(i) for i in await self._redis.smembers(self._names.calibrations(tenant))
+            )
             if not ids:
                 return []
             raws = await self._redis.mget([self._names.calibration(tenant, i) for i in ids])

@@ -1,6 +1,6 @@
-"""Every Redis key name the queue uses, in one place (arq's ``constants.py`` habit).
+"""Every Redis key name of the service, in one place (arq's ``constants.py`` habit).
 
-With the default ``queue.redis_prefix`` ``verifier:``::
+With the default ``redis.prefix`` ``verifier:`` (``VERIFIER_REDIS__PREFIX``)::
 
     verifier:jobs                      stream of job JSON (field "job"), consumer group "workers"
     verifier:dead                      dead-letter stream (job JSON, entry id, deliveries)
@@ -12,6 +12,9 @@ With the default ``queue.redis_prefix`` ``verifier:``::
     verifier:judgments                 sorted set of cached judgment keys by time (size cap)
     verifier:calib:<tenant>:<id>       a fitted MCQ calibration (JSON), kept until deleted
     verifier:calibs:<tenant>           set of that tenant's calibration ids
+    verifier:apikey:<sha256 hex>       an API key's record (hash; service/stores/auth.py)
+    verifier:apikeys                   set of the key digests, for listing and revoking
+    verifier:quota:<tenant>:<window>   tokens a tenant used in a quota window; EX window_s + 60
 
 Results and idempotency records are scoped by tenant, so one tenant can neither read
 another's result nor collide with its idempotency keys. Job ids are unguessable
@@ -67,3 +70,13 @@ class RedisNames:
 
     def calibrations(self, tenant: str) -> str:
         return f"{self.prefix}calibs:{tenant}"
+
+    def apikey(self, digest: str) -> str:
+        return f"{self.prefix}apikey:{digest}"
+
+    @property
+    def apikeys(self) -> str:
+        return f"{self.prefix}apikeys"
+
+    def quota(self, tenant: str, window: int) -> str:
+        return f"{self.prefix}quota:{tenant}:{window}"

@@ -114,8 +114,9 @@ def test_every_env_name_is_a_setting(docs: tuple[dict[str, Any], ...]) -> None:
                 names |= {e["name"] for e in container.get("env", [])}
     unknown = {n for n in names if not settings_field(n) and n not in NON_SETTINGS_ENV}
     assert not unknown, f"not settings of service/config.py: {sorted(unknown)}"
-    assert settings_field("VERIFIER_QUEUE__REDIS_PREFIX")
-    assert not settings_field("VERIFIER_QUEUE__REDIS_PREFIXX")  # the check itself can fail
+    assert settings_field("VERIFIER_REDIS__PREFIX")
+    assert not settings_field("VERIFIER_REDIS__PREFIXX")  # the check itself can fail
+    assert not settings_field("VERIFIER_QUEUE__REDIS_PREFIX")  # renamed to the one above
     assert not settings_field("VERIFIER_QUEUE")
 
 
@@ -255,7 +256,7 @@ def test_keda_scales_the_worker_on_the_job_stream(
     (trigger,) = scaled["triggers"]
     assert trigger["type"] == "redis-streams"
     meta = trigger["metadata"]
-    assert meta["stream"] == RedisNames(settings.queue.redis_prefix).stream
+    assert meta["stream"] == RedisNames(settings.redis.prefix).stream
     assert meta["consumerGroup"] == GROUP
     # lagCount (Redis 7+ XINFO GROUPS lag) is the mode that scales to zero; KEDA picks the
     # pending-entries mode when it is absent.

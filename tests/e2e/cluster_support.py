@@ -188,7 +188,7 @@ def metric(port: int, name: str) -> float:
 
 def pending_by_pid(cluster: Cluster) -> dict[int, int]:
     """Pending (delivered, unacked) entries per worker pid, read with XPENDING."""
-    stream = cluster.env["VERIFIER_QUEUE__REDIS_PREFIX"] + "jobs"
+    stream = cluster.env["VERIFIER_REDIS__PREFIX"] + "jobs"
     out = subprocess.run(
         ["redis-cli", "-p", str(cluster.redis_port), "--json", "XPENDING", stream, "workers"],
         capture_output=True,

@@ -53,7 +53,7 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
-        "VERIFIER_QUEUE__REDIS_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
+        "VERIFIER_REDIS__PREFIX": f"t{uuid.uuid4().hex[:8]}:",
         "VERIFIER_QUEUE__CLAIM_IDLE_MS": str(CLAIM_IDLE_MS),
         "VERIFIER_QUEUE__MAX_DELIVERIES": str(MAX_DELIVERIES),
         "VERIFIER_QUEUE__FAULT_CRASH_KIND": POISON_KIND,
@@ -340,20 +340,17 @@ def test_stopped_worker_jobs_answered_exactly_once(cluster: Cluster) -> None:
 def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
     import asyncio
 
-    from service.config import QueueSettings
+    from service.config import QueueSettings, RedisSettings
     from service.errors import JobFailed
     from service.queue.base import Job, new_job_id
     from service.queue.redis_streams import RedisQueue
 
-    settings = QueueSettings(
-        redis_prefix=cluster.env["VERIFIER_QUEUE__REDIS_PREFIX"],
-        claim_idle_ms=CLAIM_IDLE_MS,
-        max_deliveries=MAX_DELIVERIES,
-    )
+    settings = QueueSettings(claim_idle_ms=CLAIM_IDLE_MS, max_deliveries=MAX_DELIVERIES)
+    redis_settings = RedisSettings(prefix=cluster.env["VERIFIER_REDIS__PREFIX"])
     url = cluster.env["VERIFIER_REDIS_URL"]
 
     async def submit() -> None:
-        queue = RedisQueue(url, settings, "test-submitter")
+        queue = RedisQueue(url, settings, redis_settings, "test-submitter")
         try:
             job = Job(id=new_job_id(), kind=POISON_KIND, payload={}, deadline=time.time() + 600)
             outcome = await queue.submit(job)
@@ -378,7 +375,7 @@ def test_poison_job_is_dead_lettered(cluster: Cluster) -> None:
 
     asyncio.run(main())
     dead = subprocess.run(
-        ["redis-cli", "-p", str(cluster.redis_port), "XLEN", settings.redis_prefix + "dead"],
+        ["redis-cli", "-p", str(cluster.redis_port), "XLEN", redis_settings.prefix + "dead"],
         capture_output=True,
         text=True,
     ).stdout.strip()

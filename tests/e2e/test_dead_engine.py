@@ -72,7 +72,7 @@ def cluster(model_dir: Path, tmp_path: Path) -> Iterator[Cluster]:
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
-        "VERIFIER_QUEUE__REDIS_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
+        "VERIFIER_REDIS__PREFIX": f"t{uuid.uuid4().hex[:8]}:",
         "VERIFIER_QUEUE__ENGINE_HEALTH_S": str(HEALTH_S),
         "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
         "VERIFIER_LOG_LEVEL": "info",

@@ -30,7 +30,7 @@ def two_apis(tmp_path: Path) -> Iterator[Cluster]:
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
-        "VERIFIER_QUEUE__REDIS_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
+        "VERIFIER_REDIS__PREFIX": f"t{uuid.uuid4().hex[:8]}:",
         "VERIFIER_AUTH__ENABLED": "true",
     }
     c = Cluster(tmp=tmp_path, env=env, redis_port=port)

@@ -37,7 +37,7 @@ def test_worker_probe_port(model_dir: Path, tmp_path: Path) -> None:
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": REDIS_URL,
-        "VERIFIER_QUEUE__REDIS_PREFIX": prefix,
+        "VERIFIER_REDIS__PREFIX": prefix,
         "VERIFIER_QUEUE__WORKER_METRICS_PORT": str(port),
         "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
     }

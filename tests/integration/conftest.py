@@ -12,7 +12,7 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from service.config import QueueSettings
+from service.config import QueueSettings, RedisSettings
 from service.queue.base import JobResult
 from service.queue.redis_streams import RedisQueue
 from service.stores.keys import RedisNames
@@ -57,14 +57,13 @@ async def make_queue(prefix: str) -> AsyncIterator[MakeQueue]:
 
     def make(consumer: str = "c1", url: str = REDIS_URL, **overrides: Any) -> RedisQueue:
         values: dict[str, Any] = {
-            "redis_prefix": prefix,
             "claim_idle_ms": 300,
             "batch_wait_ms": 5,
-            "redis_timeout_s": 1.0,
             "max_deliveries": 3,
             **overrides,
         }
-        queue = RedisQueue(url, QueueSettings(**values), consumer)
+        redis = RedisSettings(prefix=prefix, timeout_s=1.0)
+        queue = RedisQueue(url, QueueSettings(**values), redis, consumer)
         made.append(queue)
         return queue
 

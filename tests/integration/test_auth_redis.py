@@ -434,7 +434,7 @@ def test_cli_keys_create_takes_the_window_from_the_settings(
     """`verifier keys create` without --window uses auth.default_window_s, not a literal."""
     prefix = f"test:{uuid4().hex}:"
     monkeypatch.setenv("VERIFIER_REDIS_URL", REDIS_URL)
-    monkeypatch.setenv("VERIFIER_QUEUE__REDIS_PREFIX", prefix)
+    monkeypatch.setenv("VERIFIER_REDIS__PREFIX", prefix)
     monkeypatch.setenv("VERIFIER_AUTH__DEFAULT_WINDOW_S", "120")
     runner = CliRunner()
     try:

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from uuid import uuid4
 
 import pytest
 
+from service.ops.telemetry import Metrics
 from service.serving.cache import CachedJudgment, CachingEngine, RedisStore
+from service.serving.context import current_tenant
 from service.stores.connection import connect
 from service.stores.keys import RedisNames
 from tests.unit.test_judgment_cache import CountingEngine, call
 
 pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(autouse=True)
+def tenant() -> Iterator[None]:
+    """The job runner sets the tenant before a job runs; these tests call the engine directly."""
+    token = current_tenant.set("default")
+    yield
+    current_tenant.reset(token)
+
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -70,13 +82,26 @@ async def test_two_workers_share_the_cache(prefix: str) -> None:
     await b.store._redis.aclose()  # type: ignore[attr-defined]
 
 
-async def test_redis_down_scores_afresh() -> None:
+async def test_redis_down_scores_afresh_counts_and_warns_once_per_op(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nothing listens on port 1: every lookup and write fails as unreachable, is tolerated,
+    counted by op in the metric, and logged once per op (not once per judgment)."""
     engine = CountingEngine()
-    caching = CachingEngine(
-        engine,  # type: ignore[arg-type]
-        RedisStore(connect("redis://127.0.0.1:1/0", 0.2), "x:", 10, 60),
-    )
-    results = await caching.judge([call(1), call(1)])
-    assert len(engine.scored) == 1  # still deduplicated within the list
+    store = RedisStore(connect("redis://127.0.0.1:1/0", 0.2), "x:", 10, 60)
+    caching = CachingEngine(engine, store)  # type: ignore[arg-type]
+    metrics = Metrics()
+    metrics.watch_cache(store)
+    with caplog.at_level(logging.WARNING, logger="service.serving.cache"):
+        results = await caching.judge([call(1), call(1)])
+        await caching.judge([call(2)])
+    assert len(engine.scored) == 2  # still deduplicated within the list
     assert [r.usage.cached_judgments for r in results] == [0, 1]
-    await caching.store._redis.aclose()  # type: ignore[attr-defined]
+    assert store.errors == {"lookup": 2, "write": 2}
+    text = metrics.render().decode()
+    assert 'verifier_judgment_cache_errors_total{op="lookup"} 2.0' in text
+    assert 'verifier_judgment_cache_errors_total{op="write"} 2.0' in text
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2, warned
+    assert any(m.startswith("judgment cache lookup failed 1 time(s)") for m in warned)
+    await store._redis.aclose()

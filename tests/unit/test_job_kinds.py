@@ -1,4 +1,4 @@
-"""Job kinds: one closed set, covered exactly by the worker's dispatch table and the budget."""
+"""Job kinds: declared once (protocol/jobs.py), and every table keyed by them covers them all."""
 
 from __future__ import annotations
 
@@ -6,26 +6,42 @@ import time
 from typing import get_args
 
 import pytest
+from fastapi.routing import APIRoute
 from pydantic import ValidationError
 
-from service.config import QueueSettings
-from service.protocol.jobs import JOB_KINDS, JobKind
+from service.app import create_app
+from service.config import QueueSettings, Settings
+from service.protocol import Metered
+from service.protocol.jobs import JOB_KINDS, JOBS, JobKind, for_every_kind
 from service.queue.base import Job
-from service.serving import budget
-from service.serving.handler import ROUTES
 
 
-def test_dispatch_table_runs_exactly_the_job_kinds() -> None:
-    assert sorted(ROUTES) == sorted(JOB_KINDS)
+def test_a_table_without_every_kind_is_refused_naming_what_is_missing() -> None:
+    partial: dict[JobKind, int] = dict.fromkeys(JOB_KINDS[1:], 0)
+    with pytest.raises(TypeError, match=rf"estimator table .*missing: \['{JOB_KINDS[0]}'\]"):
+        for_every_kind(partial, "estimator")
 
 
-def test_budget_estimates_exactly_the_job_kinds() -> None:
-    assert sorted(budget.ESTIMATORS) == sorted(JOB_KINDS)
+def test_a_table_with_an_unknown_kind_is_refused() -> None:
+    table = {**dict.fromkeys(JOB_KINDS, 0), "poison": 0}
+    with pytest.raises(TypeError, match=r"unknown: \['poison'\]"):
+        for_every_kind(table, "handler")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("kind", JOB_KINDS)
-def test_both_tables_take_the_same_request_model(kind: JobKind) -> None:
-    assert ROUTES[kind][0] is budget.ESTIMATORS[kind][0]
+def test_each_spec_is_filed_under_its_own_kind(kind: JobKind) -> None:
+    assert JOBS[kind].kind == kind
+
+
+def test_every_route_that_answers_a_job_serves_its_kinds_response_model() -> None:
+    """A route's declared response_model is what its job's result is validated as."""
+    routes = [r for r in create_app(Settings()).routes if isinstance(r, APIRoute)]
+    served = {
+        r.response_model
+        for r in routes
+        if isinstance(r.response_model, type) and issubclass(r.response_model, Metered)
+    }
+    assert served == {spec.response for spec in JOBS.values()}
 
 
 def test_kinds_are_distinct() -> None:

@@ -4,7 +4,8 @@ Redis are in tests/integration and tests/e2e)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextvars
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -45,6 +46,14 @@ class CountingEngine:
             usage = TokenUsage(prompt_tokens=len(c.prompt_ids), generated_tokens=1, engine_calls=1)
             out.append(JudgeResult(logit=sum(c.prompt_ids) / 7 + noise, usage=usage))
         return out
+
+
+@pytest.fixture(autouse=True)
+def tenant() -> Iterator[str]:
+    """The job runner sets the tenant before a job runs; these tests call the engine directly."""
+    token = current_tenant.set("default")
+    yield "default"
+    current_tenant.reset(token)
 
 
 def call(*ids: int, **kw: Any) -> JudgeCall:
@@ -191,3 +200,36 @@ async def test_memory_store_evicts_the_oldest_and_expires() -> None:
 def test_cached_judgment_json_round_trip_is_exact() -> None:
     value = CachedJudgment(0.1 + 0.2, "because\n", 7, "eos")
     assert CachedJudgment.from_json(value.to_json()) == value
+
+
+async def test_a_judgment_outside_a_job_has_no_tenant_and_raises() -> None:
+    """No default tenant: a path that forgot to set it fails instead of sharing one scope."""
+    caching = cached(CountingEngine())
+    with pytest.raises(LookupError):
+        await asyncio.create_task(caching.judge([call(1)]), context=contextvars.Context())
+
+
+class PlantedBugStore(MemoryStore):
+    """A store with a bug (not an outage) in ``op``."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__(1000, 3600)
+        self.op = op
+
+    async def get_many(self, keys: Sequence[str]) -> list[CachedJudgment | None]:
+        if self.op == "lookup":
+            raise ValueError("planted lookup bug")
+        return await super().get_many(keys)
+
+    async def put_many(self, items: Sequence[tuple[str, CachedJudgment]]) -> None:
+        if self.op == "write":
+            raise ValueError("planted write bug")
+        await super().put_many(items)
+
+
+@pytest.mark.parametrize("op", ["lookup", "write"])
+async def test_a_store_error_that_is_not_redis_unreachable_propagates(op: str) -> None:
+    store = PlantedBugStore(op)
+    with pytest.raises(ValueError, match=f"planted {op} bug"):
+        await cached(CountingEngine(), store).judge([call(1)])
+    assert store.errors == {"lookup": 0, "write": 0}  # not counted as tolerated either

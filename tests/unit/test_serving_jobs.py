@@ -12,7 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from service.errors import EngineFailure, EngineUnavailable
-from service.protocol import OutcomeRequest, ProcessRequest
+from service.protocol import OutcomeRequest, ProcessRequest, Usage
+from service.protocol.jobs import JOB_KINDS, JOBS, JobKind
 from service.protocol.mcq import MCQAnswerRequest
 from service.queue.base import Job, JobResult, new_job_id
 from service.scoring import prompts
@@ -244,6 +245,88 @@ async def test_the_budget_estimate_covers_the_planned_calls(
     assert est.calls == spent.engine_calls
     assert est.generated == spent.generated_tokens
     assert spent.prompt_tokens <= est.prompt < 2 * spent.prompt_tokens
+
+
+SEP = "\n###\n"
+ITEM = {"question": Q, "options": OPTIONS}
+
+
+def _pool(i: int) -> dict[str, Any]:
+    return {
+        "id": f"q{i}",
+        "question": f"Question {i}: which city is the capital?",
+        "answer": {"text": f"City {i}"},
+        "candidates": [{"text": f"Town {i}-{j}"} for j in range(5)],
+    }
+
+
+# Payloads of every job kind, cheap and expensive options of each (the registry's kinds).
+SPEND_CASES: dict[str, list[dict[str, Any]]] = {
+    "outcome": [
+        {"question": Q, "response": RESPONSE},
+        {
+            "question": Q,
+            "response": RESPONSE,
+            "mode": "reasoning",
+            "reasoning_tokens": 40,
+            "samples": 2,
+        },
+    ],
+    "process": [
+        {"question": Q, "steps": ["2 + 4 = 6.", "3 * 6 = 18.", "18"]},
+        {"question": Q, "response": RESPONSE, "mode": "single_pass"},
+    ],
+    "split": [{"response": RESPONSE}, {"response": RESPONSE, "method": "model"}],
+    "score": [
+        {"question": Q, "responses": [RESPONSE, "18"]},
+        {
+            "question": Q,
+            "responses": [RESPONSE, "18"],
+            "method": "outcome",
+            "mode": "reasoning",
+            "reasoning_tokens": 30,
+        },
+    ],
+    "rerank": [{"query": Q, "documents": [RESPONSE, "18"]}],
+    "mcq_answer": [
+        ITEM,
+        {**ITEM, "popularity": "model", "debias": "popdebias", "popdebias_lambda": 0.5},
+    ],
+    "mcq_batch": [{"items": [ITEM, ITEM]}],
+    "mcq_calibrate": [
+        {"method": "pride", "items": [ITEM]},
+        {"method": "contextual", "items": [ITEM]},
+    ],
+    "mcq_audit": [
+        {"items": [{**ITEM, "answer_index": 1}]},
+        {"items": [{**ITEM, "answer_index": 1}], "reasoning_tokens": 30},
+    ],
+    "mcq_popmcq": [{"items": [_pool(i) for i in range(6)], "paper_filter": False}],
+    "reward": [{"query": [Q + SEP + RESPONSE, Q + SEP + "18"], "separator": SEP}],
+}
+
+
+def test_every_job_kind_has_a_spend_case() -> None:
+    assert sorted(SPEND_CASES) == sorted(JOB_KINDS)
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload"),
+    [(kind, payload) for kind in JOB_KINDS for payload in SPEND_CASES.get(kind, [])],
+)
+async def test_the_budget_estimate_covers_what_every_kind_spends(
+    tokenizer: Any, kind: JobKind, payload: dict[str, Any]
+) -> None:
+    """Run as the worker runs it: the estimate the API reserves is not below the spend."""
+    # The fake writes past every rationale budget: the most a request can generate.
+    engine = FakeEngine(tokenizer, write=lambda prompt: "so " * 200)
+    spent = Usage.model_validate(body(await runner(engine)(job(kind, payload)))["usage"])
+    est = budget.estimate(kind, JOBS[kind].request.model_validate(payload))
+    # The total is what the API reserves against the quota. Not its parts: the model split's
+    # copy budget follows the real token count of the response, and the per-text estimate
+    # (upper-ish, not a bound) is one token under it for RESPONSE.
+    assert spent.total_tokens <= est.total, (spent, est)
+    assert spent.engine_calls <= est.calls, (spent, est)
 
 
 # --- /get_reward -------------------------------------------------------------------------

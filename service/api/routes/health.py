@@ -6,11 +6,10 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from service.api.deps import StateDep
-from service.protocol import ErrorResponse, ModelCard, ModelList, Readiness
+from service.api.errors import UNAUTHORIZED
+from service.protocol import ModelCard, ModelList, Readiness
 
 router = APIRouter(tags=["health"])
-# With auth on, every route but /health and /ready answers 401 to a missing or bad key.
-UNAUTHORIZED: dict[int | str, dict[str, object]] = {401: {"model": ErrorResponse}}
 
 
 @router.get("/health")

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, Request, Response
 
-from service.api.deps import AppState, QueueDep, StateDep, tenant_name
-from service.api.limits import check_counts, check_many, check_texts
-from service.api.pipeline import run_job
-from service.api.routes.judge import ERRORS, NOT_FOUND
-from service.errors import InvalidRequest, NotFound, UnknownCalibration
+from service.api.deps import AppState, StateDep, tenant_name
+from service.api.errors import ERRORS, NOT_FOUND
+from service.api.limits import check_counts, check_many, check_reasoning_tokens, check_texts
+from service.api.pipeline import JobCall, JobDep
+from service.errors import CalibrationMismatch, NotFound, UnknownCalibration
+from service.protocol import Metered
 from service.protocol.audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
 from service.protocol.mcq import (
     Calibration,
@@ -24,7 +25,7 @@ from service.protocol.mcq import (
     MCQItem,
     MCQOptions,
 )
-from service.serving.mcq import check_calibration
+from service.scoring.debias import calibration_mismatch
 
 router = APIRouter(prefix="/v1/mcq", tags=["mcq"], responses=ERRORS)
 
@@ -37,112 +38,71 @@ def _check_items(state: AppState, items: Sequence[MCQItem]) -> None:
         check_many(limits, f"items[{i}].options", item.options)
 
 
-async def _check_calibration(
-    state: AppState, request: Request, opts: MCQOptions, ks: Sequence[int]
-) -> None:
+async def _check_calibration(job: JobCall, opts: MCQOptions, ks: Sequence[int]) -> None:
     """Refuse a wrong calibration before anything is queued or charged (the worker re-checks)."""
     if opts.calibration_id is None:
         return
-    cal = await state.calibrations.get(tenant_name(request), opts.calibration_id)
+    cal = await job.state.calibrations.get(tenant_name(job.request), opts.calibration_id)
     if cal is None:
         raise UnknownCalibration(
             f"no calibration {opts.calibration_id!r} for this tenant; list yours with GET "
             "/v1/mcq/calibrations"
         )
-    check_calibration(cal, opts.debias, ks, state.settings.model_name)
+    fitted = (cal.method, cal.k, cal.model)
+    why = calibration_mismatch(cal.id, fitted, opts.debias, ks, job.state.settings.model_name)
+    if why is not None:
+        raise CalibrationMismatch(why)
 
 
 @router.post("/answer", response_model=MCQAnswerResponse)
-async def answer(
-    req: MCQAnswerRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
-) -> MCQAnswerResponse:
+async def answer(req: MCQAnswerRequest, job: JobDep) -> Metered:
     """The option the model believes, raw and debiased probabilities (docs/methods.md B.4-B.7)."""
-    _check_items(state, [req])
-    await _check_calibration(state, request, req, [req.k])
-    return await run_job(
-        state, queue, request, response, "mcq_answer", req, MCQAnswerResponse, "/v1/mcq/answer"
-    )
+    _check_items(job.state, [req])
+    await _check_calibration(job, req, [req.k])
+    return await job.run("mcq_answer", req)
 
 
 @router.post("/answer/batch", response_model=MCQBatchResponse)
-async def answer_batch(
-    req: MCQBatchRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
-) -> MCQBatchResponse:
+async def answer_batch(req: MCQBatchRequest, job: JobDep) -> Metered:
     """Many items in one request, scored in one engine batch."""
-    _check_items(state, req.items)
-    await _check_calibration(state, request, req, [it.k for it in req.items])
-    return await run_job(
-        state,
-        queue,
-        request,
-        response,
-        "mcq_batch",
-        req,
-        MCQBatchResponse,
-        "/v1/mcq/answer/batch",
-    )
+    _check_items(job.state, req.items)
+    await _check_calibration(job, req, [it.k for it in req.items])
+    return await job.run("mcq_batch", req)
 
 
 def _check_audit(state: AppState, req: AuditRequest) -> None:
     limits = state.settings.limits
     check_counts(limits, documents=len(req.items))
-    if req.reasoning_tokens > limits.max_reasoning_tokens:
-        raise InvalidRequest(
-            f"reasoning_tokens={req.reasoning_tokens} is over the limit of "
-            f"{limits.max_reasoning_tokens} (VERIFIER_LIMITS__MAX_REASONING_TOKENS)"
-        )
+    check_reasoning_tokens(limits, req.reasoning_tokens)
     for i, item in enumerate(req.items):
         check_texts(limits, **{f"items[{i}].question": item.question})
         check_many(limits, f"items[{i}].options", item.options)
 
 
 @router.post("/audit", response_model=AuditResponse)
-async def audit(
-    req: AuditRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
-) -> AuditResponse:
+async def audit(req: AuditRequest, job: JobDep) -> Metered:
     """Choices-only and reasoning audit: full vs choices-only x base vs reason (methods.md C)."""
-    _check_audit(state, req)
-    return await run_job(
-        state, queue, request, response, "mcq_audit", req, AuditResponse, "/v1/mcq/audit"
-    )
+    _check_audit(job.state, req)
+    return await job.run("mcq_audit", req)
 
 
 @router.post("/popmcq", response_model=PopMCQResponse)
-async def popmcq(
-    req: PopMCQRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
-) -> PopMCQResponse:
+async def popmcq(req: PopMCQRequest, job: JobDep) -> Metered:
     """PopMCQ stress test: S1-S6 items from candidate pools, metrics per debiasing method."""
-    limits = state.settings.limits
+    limits = job.state.settings.limits
     check_counts(limits, documents=len(req.items))
     for i, item in enumerate(req.items):
         texts = [item.answer.text, *(c.text for c in item.candidates)]
         check_texts(limits, **{f"items[{i}].question": item.question})
         check_many(limits, f"items[{i}].texts", texts)
-    return await run_job(
-        state, queue, request, response, "mcq_popmcq", req, PopMCQResponse, "/v1/mcq/popmcq"
-    )
+    return await job.run("mcq_popmcq", req)
 
 
 @router.post("/calibrations", response_model=CalibrationResponse)
-async def fit_calibration(
-    req: CalibrationRequest,
-    request: Request,
-    response: Response,
-    state: StateDep,
-    queue: QueueDep,
-) -> CalibrationResponse:
+async def fit_calibration(req: CalibrationRequest, job: JobDep) -> Metered:
     """Fit a debiasing method on unlabelled items; stored for this tenant, returns its id."""
-    _check_items(state, req.items)
-    return await run_job(
-        state,
-        queue,
-        request,
-        response,
-        "mcq_calibrate",
-        req,
-        CalibrationResponse,
-        "/v1/mcq/calibrations",
-    )
+    _check_items(job.state, req.items)
+    return await job.run("mcq_calibrate", req)
 
 
 @router.get("/calibrations", response_model=CalibrationList)

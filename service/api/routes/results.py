@@ -6,8 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from service.api.deps import StateDep, tenant_name
-from service.api.routes.health import UNAUTHORIZED
-from service.api.routes.judge import NOT_FOUND
+from service.api.errors import NOT_FOUND, UNAUTHORIZED
 from service.errors import NotFound
 
 # The tags it had in /openapi.json while it was served from the health router.

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter
 
-from service.api.deps import QueueDep, StateDep
+from service.api.errors import ERRORS
 from service.api.limits import check_counts, check_many
-from service.api.pipeline import run_job
-from service.api.routes.judge import ERRORS
+from service.api.pipeline import JobDep
+from service.protocol import Metered
 from service.protocol.reward import RewardRequest, RewardResponse
 
 router = APIRouter(tags=["rl"], responses=ERRORS)
 
 
 @router.post("/get_reward", response_model=RewardResponse)
-async def get_reward(
-    req: RewardRequest, request: Request, response: Response, state: StateDep, queue: QueueDep
-) -> RewardResponse:
+async def get_reward(req: RewardRequest, job: JobDep) -> Metered:
     """Each query (prompt + response, decoded) judged as an outcome; rewards = scores = P(correct).
 
     With several reward URLs OpenRLHF sends some calls with empty lists: answered at once with
@@ -24,8 +22,6 @@ async def get_reward(
     """
     if not req.query:
         return RewardResponse(rewards=[], scores=[], extra_logs={})
-    check_counts(state.settings.limits, documents=len(req.query))
-    check_many(state.settings.limits, "query", req.query)
-    return await run_job(
-        state, queue, request, response, "reward", req, RewardResponse, "/get_reward"
-    )
+    check_counts(job.state.settings.limits, documents=len(req.query))
+    check_many(job.state.settings.limits, "query", req.query)
+    return await job.run("reward", req)
