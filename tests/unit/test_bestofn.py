@@ -1,4 +1,5 @@
-"""Tests for service.scoring.bestofn on the real GSM8K example solutions (data/SOURCES.md)."""
+"""Tests for service.scoring.bestofn and the GSM8K reader of service.evals.data, on the real
+example solutions (data/SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.scoring.bestofn import (
-    SOLVER_ORDER,
-    BestOfNItem,
-    Candidate,
-    load_gsm8k_solutions,
-    parse_gsm8k_row,
-    selection_report,
-)
+from service.evals.data import load_gsm8k_solutions, parse_gsm8k_row
+from service.scoring.bestofn import SOLVER_ORDER, BestOfNItem, Candidate, selection_report
 
 N_ROWS = 50
 

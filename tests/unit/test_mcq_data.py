@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from service.evals.data import GoldItem, parse_choices, read_arc, read_items, read_mcqa_csv
 from service.evals.mcq import split_calibration, summarize
-from service.evals.mcq_data import GoldItem, parse_choices, read_arc, read_items, read_mcqa_csv
 
 
 def test_arc_keys_map_by_label_or_position(tmp_path: Path) -> None:
