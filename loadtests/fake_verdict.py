@@ -26,8 +26,8 @@ from typing import Any
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import VLLMEngine
+from service.evals.data import load_gsm8k_solutions
 from service.scoring import prompts
-from service.scoring.bestofn import load_gsm8k_solutions
 from service.scoring.tokenizer import special_tokens
 from service.serving.outcome import judge_calls
 

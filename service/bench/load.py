@@ -33,7 +33,7 @@ import httpx
 
 from service.bench.stats import summary
 from service.config import Settings
-from service.scoring.bestofn import load_gsm8k_solutions
+from service.evals.data import load_gsm8k_solutions
 
 Arrival = Literal["uniform", "poisson"]
 MAX_REQUESTS_CAP: Final = 100_000

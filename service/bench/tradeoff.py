@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Final
 import httpx
 
 from service.bench.stats import argmax_first, final_answer, majority_pick
-from service.scoring.bestofn import BestOfNItem, load_gsm8k_solutions
+from service.evals.data import load_gsm8k_solutions
+from service.scoring.bestofn import BestOfNItem
 
 if TYPE_CHECKING:
     from service.evals.common import AsyncClient

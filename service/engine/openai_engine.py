@@ -147,7 +147,7 @@ class OpenAIEngine:
         self._info = info
         self._pos_ids = _variants(tokenizer, "1")
         self._neg_ids = _variants(tokenizer, "0")
-        self._backoff = wait_exponential_jitter(initial=0.25, max=4.0)
+        self._backoff = wait_exponential_jitter(multiplier=0.25, max=4.0)
 
     @classmethod
     async def start(

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
+from verifier_client.models import Usage
 
 from service.evals.common import ProgressFn, gather_with_progress, open_client, sum_usage
-from service.evals.mcq_data import GoldItem, Skipped, read_items
-from service.protocol import Usage
-from service.protocol.audit import finite_or_none
+from service.evals.data import GoldItem, Skipped, read_items
 from service.scoring import audit, tagging
+from service.scoring.finite import finite_or_none
 
 # The example pool ships with the project (data/SOURCES.md says how it was built).
 DEFAULT_POOL: Final = Path(__file__).resolve().parents[2] / "data" / "popmcq" / "pool.jsonl"

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import httpx
 from verifier_client import AsyncClient, VerifierError
+from verifier_client.models import ScoreRequest, ScoreResponse, Usage
 
 from service.evals.common import (
     ProgressFn,
@@ -34,8 +35,8 @@ from service.evals.common import (
     open_client,
     sum_usage,
 )
-from service.protocol import ScoreOptions, ScoreResponse, Usage
-from service.scoring.bestofn import BestOfNItem, load_gsm8k_solutions, selection_report
+from service.evals.data import load_gsm8k_solutions
+from service.scoring.bestofn import BestOfNItem, selection_report
 from service.scoring.fusion import rank
 
 logger = logging.getLogger(__name__)
@@ -71,8 +72,10 @@ def score_options(
     method: str, mode: str, alpha: float, aggregation: str, reasoning_tokens: int
 ) -> dict[str, Any]:
     """The scoring options, validated once by the wire model (raises ValueError if invalid)."""
-    options = ScoreOptions.model_validate(
+    options = ScoreRequest.model_validate(
         {
+            "question": "options check",
+            "responses": ["options check"],
             "method": method,
             "mode": mode,
             "alpha": alpha,
@@ -93,13 +96,12 @@ async def score_item(
         "responses": [c.solution for c in item.candidates],
     }
     try:
-        raw = await client.score(**body)
+        res = await client.score(**body)
     except VerifierError as exc:
         if not is_request_error(exc):
             raise
         logger.warning("item %d: %s", index, exc)
         return ScoredItem(index=index, item=item, scores=None, error=str(exc))
-    res = ScoreResponse.model_validate(raw.model_dump(mode="json"))
     scores = final_scores(res, len(item.candidates))
     return ScoredItem(index=index, item=item, scores=scores, usage=res.usage, model=res.model)
 

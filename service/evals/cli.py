@@ -26,19 +26,26 @@ import json
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import httpx
 import typer
+from rich.console import Console
+from rich.table import Table
 from tqdm import tqdm
 
 from service.config import Settings
-from service.protocol import Aggregation, ProcessMode, ScoreMethod
+from service.scoring.process import Aggregation
 
 # The harnesses (and the client they talk through) load when an eval command runs, so
 # `verifier serve`, which shares this CLI, never imports the client.
 if TYPE_CHECKING:
     from service.evals.common import ProgressFn
+
+# The choices of two request fields, spelled here because the client's models load lazily (see
+# above); tests/unit/test_evals_pure.py checks them against verifier_client.models.
+ProcessMode = Literal["direct", "reasoning", "single_pass"]
+ScoreMethod = Literal["outcome", "process", "fused"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,12 +90,22 @@ def fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def format_table(rows: Sequence[tuple[str, str]], header: tuple[str, str] = ("", "")) -> str:
-    """Two aligned columns: names left-justified, values right-justified."""
-    all_rows = [header, *rows] if any(header) else list(rows)
-    left = max(len(name) for name, _ in all_rows)
-    right = max(len(value) for _, value in all_rows)
-    return "\n".join(f"{name:<{left}}  {value:>{right}}" for name, value in all_rows)
+def make_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    """A table with the first column left-justified (names) and the rest right-justified."""
+    table = Table(*header, box=None, pad_edge=False)
+    for column in table.columns[1:]:
+        column.justify = "right"
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def print_table(table: Table) -> None:
+    """Print `table` to stdout; into a pipe or a file at its natural width, never wrapped."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.measure(table).maximum, 1))
+    console.print(table)
 
 
 def token_rows(usage: dict[str, int]) -> list[tuple[str, str]]:
@@ -153,7 +170,7 @@ def _run(
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
     write_json(output, result)
-    typer.echo(format_table(rows(result), header=(desc, "value")))
+    print_table(make_table((desc, "value"), rows(result)))
     typer.echo(f"wrote {output}")
 
 
@@ -292,29 +309,17 @@ def mcq_cmd(
     _run("mcq", job, output, mcq_rows)
 
 
-def format_grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Aligned columns: the first left-justified, the rest right-justified."""
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in [header, *rows]
-    )
-
-
 POPMCQ_COLUMNS: Final = ("n", "accuracy", "rho", "rho_relative", "hpsr", "pop_gap", "confidence")
 
 
-def popmcq_grid(result: dict[str, Any]) -> str:
+def popmcq_grid(result: dict[str, Any]) -> Table:
     table = result["table"]
     rows = []
     for strategy in next(iter(table.values())):
         for method, cells in table.items():
             cell = cells[strategy]
             rows.append([f"{strategy} {method}", *(fmt(cell[c]) for c in POPMCQ_COLUMNS)])
-    return format_grid(["strategy debias", *POPMCQ_COLUMNS], rows)
+    return make_table(["strategy debias", *POPMCQ_COLUMNS], rows)
 
 
 def _plot_path(plot: Path | None, output: Path) -> Path:
@@ -380,7 +385,7 @@ def popmcq_cmd(
         f"dropped {len(result['dropped'])}, skipped pairs {result['skipped']}, "
         f"unreadable rows {len(result['skipped_rows'])}"
     )
-    typer.echo(popmcq_grid(result))
+    print_table(popmcq_grid(result))
     typer.echo(f"wrote {output} and {png}")
 
 

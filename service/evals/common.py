@@ -1,14 +1,14 @@
 """What the evaluation harnesses share: the service client they talk through, and helpers.
 
 The harnesses drive a running service over HTTP through the standalone client
-(``verifier_client``, installed by scripts/install.sh); only this package of the server
-imports it, the serving path never does.
+(``verifier_client``, shipped in the same distribution) and read its answers as the client's
+models (``verifier_client.models``), never the server's; only this package of the server imports
+the client, the serving path never does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -20,14 +20,12 @@ from verifier_client import (
     RateLimitError,
     VerifierError,
 )
-
-from service.protocol import Usage
+from verifier_client.models import Usage
 
 __all__ = [
     "AsyncClient",
     "BoundedTransport",
     "ProgressFn",
-    "finite_or_none",
     "gather_with_progress",
     "is_request_error",
     "open_client",
@@ -76,17 +74,12 @@ def is_request_error(exc: VerifierError) -> bool:
 
 
 def sum_usage(usages: Iterable[Usage]) -> dict[str, int]:
-    """Field-wise sum of `Usage` records (prompt/generated/cached/total tokens, engine calls)."""
+    """Field-wise sum of `Usage` records (tokens, engine calls, cached judgments)."""
     total = Usage()
     for usage in usages:
         for name in Usage.model_fields:
             setattr(total, name, getattr(total, name) + getattr(usage, name))
     return total.model_dump()
-
-
-def finite_or_none(value: float) -> float | None:
-    """`value`, or None when it is NaN/inf (an undefined metric), so the JSON stays strict."""
-    return value if math.isfinite(value) else None
 
 
 async def gather_with_progress(

@@ -28,7 +28,7 @@ import httpx
 from verifier_client import AsyncClient
 
 from service.evals.common import ProgressFn, gather_with_progress, open_client
-from service.evals.mcq_data import GoldItem, read_items
+from service.evals.data import GoldItem, read_items
 from service.scoring import debias
 from service.scoring.prompts import LETTERS
 

@@ -26,17 +26,18 @@ from typing import Any, Final
 
 import httpx
 from verifier_client import AsyncClient, VerifierError
+from verifier_client.models import ProcessRequest, Usage
 
 from service.evals.common import (
     ProgressFn,
-    finite_or_none,
     gather_with_progress,
     is_request_error,
     open_client,
     sum_usage,
 )
-from service.protocol import ProcessRequest, ProcessResponse, Usage
-from service.scoring.metrics_eval import ProcessBenchItem, load_processbench, processbench_metric
+from service.evals.data import load_processbench
+from service.scoring.finite import finite_or_none
+from service.scoring.metrics_eval import ProcessBenchItem, processbench_metric
 
 logger = logging.getLogger(__name__)
 
@@ -80,13 +81,12 @@ async def judge_item(
     """Judge one item's given steps; a 4xx refusal becomes a wrong (None) prediction."""
     body = {**options, "question": item.problem, "steps": list(item.steps)}
     try:
-        raw = await client.process(**body)
+        res = await client.process(**body)
     except VerifierError as exc:
         if not is_request_error(exc):
             raise
         logger.warning("%s: %s", item.id, exc)
         return ItemResult(item=item, pred=None, error=str(exc))
-    res = ProcessResponse.model_validate(raw.model_dump(mode="json"))
     return ItemResult(
         item=item,
         pred=res.first_error_step,

@@ -6,7 +6,6 @@ Figures that are undefined (a Spearman rho over constant values, a rate over no 
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -17,17 +16,6 @@ from service.protocol.mcq import MAX_OPTIONS, DebiasMethod, MCQQuestion, PhiKind
 Strategy = Literal["S1", "S2", "S3", "S4", "S5", "S6"]
 AuditCondition = Literal["full_base", "full_reason", "choices_only_base", "choices_only_reason"]
 MAX_POOL = 64  # wrong candidates per PopMCQ question
-
-
-def finite_or_none(value: Any) -> Any:
-    """NaN and infinities (undefined figures) become None, recursively."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_none(v) for v in value]
-    return value
 
 
 # --- choices-only / reasoning audit (docs/methods.md C) -------------------------------------------

@@ -1,6 +1,6 @@
 """Best-of-N selection quality on GSM8K example solutions (docs/methods.md A.5, Part D).
 
-`load_gsm8k_solutions` is the module's only I/O; everything else is pure.
+Pure: the data file is read by `service.evals.data.load_gsm8k_solutions`.
 
 Example:
     >>> item = BestOfNItem("q", "A: 1", (Candidate("a", "x", False), Candidate("b", "y", True)))
@@ -11,17 +11,12 @@ Example:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import fmean
 from typing import Final, NamedTuple, TypedDict
 
-from pydantic import Field, ValidationError
-
 from service.scoring.fusion import rank
-from service.scoring.rows import DataRow, row_error
 
 SOLVER_ORDER: Final = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
 
@@ -51,67 +46,6 @@ class SelectionReport(TypedDict):
     random_accuracy: float  # expected accuracy of a uniformly random pick
     first_accuracy: float  # candidate 0 is correct
     oracle_accuracy: float  # at least one candidate is correct (upper bound)
-
-
-class SolverEntry(DataRow):
-    """One solver's entry in a row: ``{"is_correct": bool, "solution": str}``."""
-
-    is_correct: bool
-    solution: str
-
-
-class SolutionsRow(DataRow):
-    """One line of ``example_model_solutions.jsonl``; a solver entry per `SOLVER_ORDER` name."""
-
-    question: str
-    ground_truth: str
-    finetuning_6b: SolverEntry = Field(alias="6b_finetuning")
-    verification_6b: SolverEntry = Field(alias="6b_verification")
-    finetuning_175b: SolverEntry = Field(alias="175b_finetuning")
-    verification_175b: SolverEntry = Field(alias="175b_verification")
-
-    def to_item(self) -> BestOfNItem:
-        entries = (
-            self.finetuning_6b,
-            self.verification_6b,
-            self.finetuning_175b,
-            self.verification_175b,
-        )
-        candidates = tuple(
-            Candidate(name, e.solution, e.is_correct)
-            for name, e in zip(SOLVER_ORDER, entries, strict=True)
-        )
-        return BestOfNItem(self.question, self.ground_truth, candidates)
-
-
-def parse_gsm8k_row(row: Mapping[str, object]) -> BestOfNItem:
-    """Build a `BestOfNItem` from one decoded line of ``example_model_solutions.jsonl``.
-
-    A bad row raises ValueError naming each bad field, e.g. ``field '6b_finetuning.solution':
-    Field required``.
-    """
-    try:
-        return SolutionsRow.model_validate(row).to_item()
-    except ValidationError as exc:
-        raise ValueError(row_error(exc)) from exc
-
-
-def load_gsm8k_solutions(path: Path, limit: int | None = None) -> list[BestOfNItem]:
-    """Read up to `limit` items (all when None) from a GSM8K example-solutions JSONL file."""
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, got {limit}")
-    items: list[BestOfNItem] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if limit is not None and len(items) >= limit:
-                break
-            if not line.strip():
-                continue
-            try:
-                items.append(parse_gsm8k_row(json.loads(line)))
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"{path}:{line_no}: {exc}") from exc
-    return items
 
 
 def selection_report(

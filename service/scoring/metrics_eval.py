@@ -1,6 +1,6 @@
 """ProcessBench data, answer parsing and metric (docs/methods.md A.7-A.9).
 
-`load_processbench` is the module's only I/O; everything else is pure.
+Pure: the data file is read by `service.evals.data.load_processbench`.
 
 Example:
     >>> extract_boxed_int(r"first \\boxed{3}, finally \\boxed{ -1 }")
@@ -12,18 +12,12 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import fmean
 from typing import Final, TypedDict
-
-from pydantic import ValidationError, ValidationInfo, field_validator
-
-from service.scoring.rows import DataRow, row_error
 
 # Same regex as ProcessBench's extract_answer: nested braces are deliberately unsupported.
 _BOXED_RE: Final = re.compile(r"\\boxed\{([^}]*)\}")
@@ -49,64 +43,6 @@ class ProcessBenchScores(TypedDict):
     f1: float  # harmonic mean of the two
     n_err: int
     n_corr: int
-
-
-class ProcessBenchRow(DataRow):
-    """One object of a ProcessBench JSON array (docs/methods.md A.7)."""
-
-    id: str
-    generator: str
-    problem: str
-    steps: list[str]
-    final_answer_correct: bool
-    label: int
-
-    @field_validator("label")
-    @classmethod
-    def _step_index(cls, label: int, info: ValidationInfo) -> int:
-        steps = info.data.get("steps")  # absent when the steps were invalid themselves
-        if steps is not None and not -1 <= label < len(steps):
-            raise ValueError(f"must be an int in [-1, {len(steps) - 1}], got {label}")
-        return label
-
-    def to_item(self) -> ProcessBenchItem:
-        return ProcessBenchItem(
-            id=self.id,
-            generator=self.generator,
-            problem=self.problem,
-            steps=tuple(self.steps),
-            final_answer_correct=self.final_answer_correct,
-            label=self.label,
-        )
-
-
-def parse_processbench_item(obj: Mapping[str, object]) -> ProcessBenchItem:
-    """Build a `ProcessBenchItem` from one decoded JSON object, validating every field.
-
-    A bad object raises ValueError naming each bad field, e.g. ``field 'label': ...``.
-    """
-    try:
-        return ProcessBenchRow.model_validate(obj).to_item()
-    except ValidationError as exc:
-        raise ValueError(row_error(exc)) from exc
-
-
-def load_processbench(path: Path, limit: int | None = None) -> list[ProcessBenchItem]:
-    """Read up to `limit` items (all when None) from a ProcessBench JSON array file."""
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, got {limit}")
-    with path.open(encoding="utf-8") as handle:
-        data = json.load(handle)
-    if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON array of items (docs/methods.md A.7)")
-    rows = data if limit is None else data[:limit]
-    items: list[ProcessBenchItem] = []
-    for index, row in enumerate(rows):
-        try:
-            items.append(parse_processbench_item(row))
-        except ValueError as exc:
-            raise ValueError(f"{path}: item {index}: {exc}") from exc
-    return items
 
 
 def extract_boxed_int(text: str) -> int | None:

@@ -25,9 +25,9 @@ from service.protocol.audit import (
     PerturbationResult,
     StrategyTag,
     TaggingSummary,
-    finite_or_none,
 )
 from service.scoring import audit, debias, prompts, tagging
+from service.scoring.finite import finite_or_none
 from service.scoring.outcome import sigmoid
 from service.scoring.tokenizer import encode, special_tokens
 

@@ -20,10 +20,10 @@ from service.protocol.audit import (
     PopMCQCell,
     PopMCQRequest,
     PopMCQResponse,
-    finite_or_none,
 )
 from service.protocol.mcq import MCQItem
 from service.scoring import debias, popmcq
+from service.scoring.finite import finite_or_none
 from service.scoring.popmcq_build import (
     PAPER_MIN_CANDIDATES,
     PAPER_REQUIRED,

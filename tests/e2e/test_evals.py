@@ -78,24 +78,20 @@ def test_bestofn_pick_and_report(server: Any, tmp_path: Path, data_dir: Path) ->
     assert result["n_items"] == 3
     assert len(result["items"]) == 3
 
+    # Only what the server's answers decide is asserted here: the random, first-candidate and
+    # oracle baselines come from the data file alone (tests/unit/test_bestofn.py covers them).
     with data.open(encoding="utf-8") as handle:
         rows = [json.loads(next(handle)) for _ in range(3)]
     solvers = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
-    fractions = [sum(row[s]["is_correct"] for s in solvers) / len(solvers) for row in rows]
-    assert result["random_accuracy"] == pytest.approx(sum(fractions) / len(fractions))
-    any_correct = [any(row[s]["is_correct"] for s in solvers) for row in rows]
-    assert result["oracle_accuracy"] == pytest.approx(sum(any_correct) / 3)
-    first = [row[solvers[0]]["is_correct"] for row in rows]
-    assert result["first_accuracy"] == pytest.approx(sum(first) / 3)
-
     assert result["eval_tokens"]["total_tokens"] > 0
+    assert result["eval_tokens"]["engine_calls"] > 0
     for item, row in zip(result["items"], rows, strict=True):
         scores = item["scores"]
         assert len(scores) == 4
+        assert all(0.0 <= s <= 1.0 for s in scores)  # outcome scores are P(correct)
         best = max(scores)
         assert item["picked"] == scores.index(best)  # index() finds the lowest index on ties
-        assert item["correct"] == [row[s]["is_correct"] for s in solvers]
-        assert item["picked_correct"] == item["correct"][item["picked"]]
+        assert item["picked_correct"] == row[solvers[item["picked"]]]["is_correct"]
     picked_correct = [i["picked_correct"] for i in result["items"]]
     assert result["selection_accuracy"] == pytest.approx(sum(picked_correct) / 3)
 

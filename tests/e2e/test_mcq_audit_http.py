@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from service.evals.audits import DEFAULT_POOL
 from service.evals.cli import eval_app
-from service.evals.mcq_data import read_arc
+from service.evals.data import read_arc
 from service.scoring import audit, popmcq, tagging
 from service.scoring.popmcq_build import MID_BAND
 

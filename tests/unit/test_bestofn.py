@@ -1,4 +1,5 @@
-"""Tests for service.scoring.bestofn on the real GSM8K example solutions (data/SOURCES.md)."""
+"""Tests for service.scoring.bestofn and the GSM8K reader of service.evals.data, on the real
+example solutions (data/SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.scoring.bestofn import (
-    SOLVER_ORDER,
-    BestOfNItem,
-    Candidate,
-    load_gsm8k_solutions,
-    parse_gsm8k_row,
-    selection_report,
-)
+from service.evals.data import load_gsm8k_solutions, parse_gsm8k_row
+from service.scoring.bestofn import SOLVER_ORDER, BestOfNItem, Candidate, selection_report
 
 N_ROWS = 50
 
@@ -70,24 +65,37 @@ def test_oracle_scores_reach_the_any_correct_upper_bound(
     assert 0.0 < any_correct <= 1.0
 
 
-def test_baselines_match_direct_computation(
-    items: list[BestOfNItem], raw_rows: list[dict[str, object]]
-) -> None:
-    flags = [_correct_flags(row) for row in raw_rows]
-    report = selection_report(items, [[0.0] * 4 for _ in items])
-    # All-equal scores: ties go to candidate 0, so selection equals first-candidate accuracy.
-    assert report["selection_accuracy"] == pytest.approx(sum(f[0] for f in flags) / N_ROWS)
-    assert report["first_accuracy"] == pytest.approx(sum(f[0] for f in flags) / N_ROWS)
-    assert report["random_accuracy"] == pytest.approx(sum(sum(f) / 4 for f in flags) / N_ROWS)
-    assert report["oracle_accuracy"] == pytest.approx(sum(any(f) for f in flags) / N_ROWS)
+def _item(*flags: bool) -> BestOfNItem:
+    cands = tuple(Candidate(f"s{i}", f"sol {i}", f) for i, f in enumerate(flags))
+    return BestOfNItem("q", "A: 1", cands)
+
+
+def test_baselines_on_hand_counted_items() -> None:
+    # Four items whose baselines all differ; each figure below is counted by hand.
+    items = [
+        _item(False, True, True, False),  # random 2/4, first wrong, some right
+        _item(True, False, False, False),  # random 1/4, first right
+        _item(False, False, False, False),  # random 0, none right
+        _item(True, True, True, True),  # random 1, first right
+    ]
+    report = selection_report(items, [[0.5] * 4 for _ in items])
+    assert report == {
+        "n_items": 4,
+        "selection_accuracy": 0.5,  # all scores tie: candidate 0 is picked, right in items 2 and 4
+        "random_accuracy": 0.4375,  # (0.5 + 0.25 + 0 + 1) / 4
+        "first_accuracy": 0.5,
+        "oracle_accuracy": 0.75,  # items 1, 2 and 4 have a right candidate
+    }
+
+
+def test_ties_go_to_the_lowest_index() -> None:
+    items = [_item(False, True, False), _item(False, False, True)]
+    report = selection_report(items, [[0.1, 0.7, 0.7], [0.2, 0.9, 0.9]])
+    assert report["selection_accuracy"] == 0.5  # picks 1 (right) and 1 (wrong), never 2
 
 
 def test_selection_on_hand_made_items() -> None:
-    def item(*flags: bool) -> BestOfNItem:
-        cands = tuple(Candidate(f"s{i}", f"sol {i}", f) for i, f in enumerate(flags))
-        return BestOfNItem("q", "A: 1", cands)
-
-    items = [item(False, True, False), item(True, False, False), item(False, False, False)]
+    items = [_item(False, True, False), _item(True, False, False), _item(False, False, False)]
     scores = [[0.2, 0.9, 0.9], [0.5, 0.5, 0.1], [0.3, 0.2, 0.1]]
     report = selection_report(items, scores)
     assert report == {

@@ -44,7 +44,8 @@ def test_every_data_file_is_listed() -> None:
 
 def test_row_counts_match_sources() -> None:
     def lines(name: str) -> int:
-        return sum(1 for line in (PROJECT_DATA / name).open() if line.strip())
+        with (PROJECT_DATA / name).open(encoding="utf-8") as handle:
+            return sum(1 for line in handle if line.strip())
 
     assert lines("gsm8k/test.jsonl") == 1319
     assert lines("gsm8k/example_model_solutions.jsonl") == 1319

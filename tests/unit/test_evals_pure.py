@@ -10,20 +10,22 @@ import json
 import math
 import time
 from collections.abc import Callable
+from io import StringIO
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
-from verifier_client import _retry
+from verifier_client import _retry, models
 
 from service.config import Settings
-from service.evals import bestofn, processbench
-from service.evals.cli import eval_app, fmt, format_table, resolve_data
-from service.evals.common import finite_or_none, gather_with_progress, open_client, sum_usage
-from service.protocol import Usage
+from service.evals import bestofn, cli, processbench
+from service.evals.cli import eval_app, fmt, make_table, resolve_data
+from service.evals.common import gather_with_progress, open_client, sum_usage
 from service.scoring.bestofn import BestOfNItem, Candidate
+from service.scoring.finite import finite_or_none
 from service.scoring.metrics_eval import ProcessBenchItem, processbench_metric
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "processbench3.json"
@@ -52,7 +54,9 @@ def usage(
 
 
 def test_sum_usage_adds_every_field() -> None:
-    total = sum_usage([Usage(**usage(10, 1, 4)), Usage(**usage(20, 2, 0, 3, hits=2))])
+    total = sum_usage(
+        [models.Usage(**usage(10, 1, 4)), models.Usage(**usage(20, 2, 0, 3, hits=2))]
+    )
     assert total == usage(30, 3, 4, 4, hits=2)
     assert sum_usage([]) == usage(0, 0, 0, 0)
 
@@ -60,6 +64,9 @@ def test_sum_usage_adds_every_field() -> None:
 def test_finite_or_none() -> None:
     assert finite_or_none(50.0) == 50.0
     assert finite_or_none(math.nan) is None
+    nested = {"a": [1.0, math.inf, (-math.inf, 2)], "b": {"c": math.nan}, "n": 3, "s": "nan"}
+    expected = {"a": [1.0, None, [None, 2]], "b": {"c": None}, "n": 3, "s": "nan"}
+    assert finite_or_none(nested) == expected
 
 
 async def test_client_bounds_concurrency() -> None:
@@ -121,10 +128,10 @@ def pb_item(label: int, n_steps: int = 3, item_id: str = "x") -> ProcessBenchIte
 
 def test_processbench_summary_counts_failures_as_wrong() -> None:
     results = [
-        processbench.ItemResult(pb_item(-1), -1, [0.9] * 3, Usage(**usage(10, 3))),
-        processbench.ItemResult(pb_item(1), 1, [0.9, 0.1, 0.2], Usage(**usage(20, 3))),
+        processbench.ItemResult(pb_item(-1), -1, [0.9] * 3, models.Usage(**usage(10, 3))),
+        processbench.ItemResult(pb_item(1), 1, [0.9, 0.1, 0.2], models.Usage(**usage(20, 3))),
         processbench.ItemResult(pb_item(0), None, error="HTTP 422 invalid_request: m"),
-        processbench.ItemResult(pb_item(2), 0, [0.1] * 3, Usage(**usage(5, 3))),
+        processbench.ItemResult(pb_item(2), 0, [0.1] * 3, models.Usage(**usage(5, 3))),
     ]
     summary = processbench.summarize(results)
     expected = processbench_metric([-1, 1, None, 0], [-1, 1, 0, 2], [3, 3, 3, 3])
@@ -142,7 +149,7 @@ def test_processbench_summary_counts_failures_as_wrong() -> None:
 
 
 def test_processbench_summary_reports_an_empty_class_as_null() -> None:
-    results = [processbench.ItemResult(pb_item(1), 1, [0.9, 0.1, 0.1], Usage())]
+    results = [processbench.ItemResult(pb_item(1), 1, [0.9, 0.1, 0.1], models.Usage())]
     metric = processbench.summarize(results)["metric"]
     assert metric["acc_err"] == 100.0
     assert metric["acc_corr"] is None
@@ -245,7 +252,7 @@ def test_pick_is_the_argmax_with_the_lowest_index_on_ties() -> None:
 
 def test_bestofn_summary_counts_failures_as_wrong_picks() -> None:
     scored = [
-        bestofn.ScoredItem(0, bon_item(True, False), [0.9, 0.1], Usage(**usage(40, 2, 8))),
+        bestofn.ScoredItem(0, bon_item(True, False), [0.9, 0.1], models.Usage(**usage(40, 2, 8))),
         bestofn.ScoredItem(1, bon_item(True, True), None, error="HTTP 413 payload_too_large: m"),
     ]
     report = bestofn.summarize(scored)
@@ -338,10 +345,25 @@ async def test_run_bestofn_end_to_end_on_a_fake_service(tmp_path: Path) -> None:
 # --- cli -------------------------------------------------------------------------------------
 
 
-def test_format_table_aligns_columns() -> None:
-    table = format_table([("f1", "66.67"), ("n_err", "2")], header=("metric", "value"))
-    assert table.splitlines() == ["metric  value", "f1      66.67", "n_err       2"]
+def test_table_aligns_names_left_and_values_right() -> None:
+    out = StringIO()
+    table = make_table(("metric", "value"), [("f1", "66.67"), ("n_err", "2")])
+    Console(file=out, width=80).print(table)
+    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    assert lines == ["metric  value", "f1      66.67", "n_err       2"]
     assert (fmt(None), fmt(2.0), fmt(0.5, 4), fmt(3)) == ("n/a", "2.00", "0.5000", "3")
+
+
+@pytest.mark.parametrize(
+    ("choices", "request_model", "field"),
+    [
+        (cli.ProcessMode, models.ProcessRequest, "mode"),
+        (cli.ScoreMethod, models.ScoreRequest, "method"),
+        (cli.Aggregation, models.ScoreRequest, "aggregation"),
+    ],
+)
+def test_cli_choices_are_the_services(choices: Any, request_model: Any, field: str) -> None:
+    assert get_args(choices) == get_args(request_model.model_fields[field].annotation)
 
 
 def test_resolve_data_prefers_the_given_file() -> None:

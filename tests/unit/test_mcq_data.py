@@ -7,9 +7,19 @@ import json
 from pathlib import Path
 
 import pytest
+from annotated_types import MaxLen, MinLen
+from verifier_client import models
 
+from service.evals.data import (
+    MAX_OPTIONS,
+    MIN_OPTIONS,
+    GoldItem,
+    parse_choices,
+    read_arc,
+    read_items,
+    read_mcqa_csv,
+)
 from service.evals.mcq import split_calibration, summarize
-from service.evals.mcq_data import GoldItem, parse_choices, read_arc, read_items, read_mcqa_csv
 
 
 def test_arc_keys_map_by_label_or_position(tmp_path: Path) -> None:
@@ -103,3 +113,10 @@ def test_summarize_rates_and_rstd() -> None:
     assert report["chance"] == 0.25
     assert report["selection_rates"] == {"A": 0.5, "B": 0.25, "C": 0.25, "D": 0.0}
     assert report["rstd"] == pytest.approx(23.57, abs=0.01)  # recalls 100, 50, 100
+
+
+def test_option_bounds_are_the_services() -> None:
+    # The reader refuses what the service would refuse: the bounds of the client's wire model.
+    metadata = models.MCQItem.model_fields["options"].metadata
+    assert [m for m in metadata if isinstance(m, MinLen)] == [MinLen(MIN_OPTIONS)]
+    assert [m for m in metadata if isinstance(m, MaxLen)] == [MaxLen(MAX_OPTIONS)]

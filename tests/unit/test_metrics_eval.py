@@ -1,4 +1,5 @@
-"""Tests for service.scoring.metrics_eval (docs/methods.md A.7-A.9)."""
+"""Tests for service.scoring.metrics_eval (docs/methods.md A.7-A.9) and the ProcessBench reader
+of service.evals.data."""
 
 from __future__ import annotations
 
@@ -8,12 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from service.scoring.metrics_eval import (
-    extract_boxed_int,
-    load_processbench,
-    parse_processbench_item,
-    processbench_metric,
-)
+from service.evals.data import load_processbench, parse_processbench_item
+from service.scoring.metrics_eval import extract_boxed_int, processbench_metric
 
 
 @pytest.fixture(scope="module")

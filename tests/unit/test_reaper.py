@@ -62,10 +62,11 @@ def start_owner() -> tuple[subprocess.Popen[str], int, int]:
 
 def test_children_of_a_killed_process_are_killed() -> None:
     owner, reaper_pid, child_pid = start_owner()
-    time.sleep(2 * POLL_S)  # the reaper has looked for children at least once
-    assert alive(child_pid)
-    owner.send_signal(signal.SIGKILL)
-    owner.wait()
+    with owner:  # closes its stdout pipe
+        time.sleep(2 * POLL_S)  # the reaper has looked for children at least once
+        assert alive(child_pid)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
     assert wait_until(lambda: not alive(child_pid)), "the orphan survived its parent"
     assert wait_until(lambda: not alive(reaper_pid)), "the reaper did not exit"
 
@@ -77,8 +78,9 @@ def test_children_of_a_live_process_are_left_alone() -> None:
         assert alive(child_pid)
         assert alive(reaper_pid)
     finally:
-        owner.kill()
-        owner.wait()
+        with owner:  # closes its stdout pipe
+            owner.kill()
+            owner.wait()
         for pid in (child_pid, reaper_pid):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)

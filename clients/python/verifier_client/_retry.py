@@ -57,8 +57,9 @@ class _Wait:
     """Retry-After when the answer carried one, else exponential backoff with jitter."""
 
     def __init__(self, policy: RetryPolicy) -> None:
+        # `multiplier` is the first wait (tenacity >= 9.2; `initial` is its deprecated name).
         self._backoff = wait_exponential_jitter(
-            initial=policy.initial_backoff_s, max=policy.max_backoff_s
+            multiplier=policy.initial_backoff_s, max=policy.max_backoff_s
         )
 
     def __call__(self, state: RetryCallState) -> float:
