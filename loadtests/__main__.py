@@ -1,5 +1,5 @@
-"""``python -m service.bench <name> ...`` = ``verifier bench <name> ...``."""
+"""``python -m loadtests <name> ...`` = ``verifier bench <name> ...``."""
 
-from service.bench.cli import bench_app
+from loadtests.cli import bench_app
 
 bench_app(prog_name="verifier bench")

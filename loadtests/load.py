@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from service.bench.stats import summary
+from loadtests.stats import summary
 from service.config import Settings
 from service.scoring.bestofn import load_gsm8k_solutions
 

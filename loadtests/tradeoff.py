@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
-from service.bench.stats import argmax_first, final_answer, majority_pick
+from loadtests.stats import argmax_first, final_answer, majority_pick
 from service.scoring.bestofn import BestOfNItem, load_gsm8k_solutions
 
 if TYPE_CHECKING:
