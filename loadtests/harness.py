@@ -110,6 +110,7 @@ class ServerProcess:
         cwd: Path | None = None,
         ready_timeout_s: float = READY_TIMEOUT_S,
         stop_timeout_s: float = STOP_TIMEOUT_S,
+        group_grace_s: float = GROUP_GONE_S,
         require_clean_exit: bool = True,
         dump_stacks_on_timeout: bool = False,
     ) -> None:
@@ -120,6 +121,7 @@ class ServerProcess:
         self.cwd = cwd
         self.ready_timeout_s = ready_timeout_s
         self.stop_timeout_s = stop_timeout_s
+        self.group_grace_s = group_grace_s
         self.require_clean_exit = require_clean_exit
         self.dump_stacks_on_timeout = dump_stacks_on_timeout
         self._popen: subprocess.Popen[bytes] | None = None
@@ -246,8 +248,8 @@ class ServerProcess:
         return code
 
     def _assert_group_gone(self) -> None:
-        """The leader has exited; its children get GROUP_GONE_S to follow, then SIGKILL."""
-        deadline = time.monotonic() + GROUP_GONE_S
+        """The leader has exited; its children get group_grace_s to follow, then SIGKILL."""
+        deadline = time.monotonic() + self.group_grace_s
         while (left := group_members(self.pid)) and time.monotonic() < deadline:
             time.sleep(0.25)
         if left:
@@ -374,6 +376,7 @@ def vllm_openai_server(
     served_name: str,
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> ServerProcess:
     """vLLM's OpenAI server built as the in-process engine is (``openai_server_args``), with the
     same CPU binding, KV cache size and cache directory; ready when its /health answers."""
@@ -390,4 +393,4 @@ def vllm_openai_server(
         "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port),
         "--disable-uvicorn-access-log", *extra_args,
     ]  # fmt: skip
-    return ServerProcess(argv, env=env, log=log, probe=f"http://127.0.0.1:{port}/health")
+    return ServerProcess(argv, env=env, log=log, probe=f"http://127.0.0.1:{port}/health", cwd=cwd)
