@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from service.ops.telemetry import Metrics
-from tests.deploy.support import dashboard, dashboard_exprs, dashboard_metrics, exposed_names
+from tests.support.deploy import dashboard, dashboard_exprs, dashboard_metrics, exposed_names
 from tests.support.prometheus_text import sample_sum
 
 DS = "${DS_PROMETHEUS}"
