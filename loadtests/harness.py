@@ -237,7 +237,8 @@ class ServerProcess:
                 timed_out = True
                 if self.dump_stacks_on_timeout:
                     self.dump_stacks()
-                os.killpg(self.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it exited just now
+                    os.killpg(self.pid, signal.SIGKILL)
                 self.popen.wait()
         self._assert_group_gone()
         code = self.popen.returncode
