@@ -14,95 +14,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 
+from loadtests.harness import ROOT, ServerProcess, verifier
+from loadtests.workload import Pair, block_size, drive, load_pairs, pretokenize, raw_engine
 from service.config import Settings
 from service.engine.device import resolve_dtype
 from service.engine.judging import PROMPT_TOPK
 from service.engine.models import resolve_model
-from service.engine.vllm_engine import CPU_BLOCK_SIZE, configure_vllm_env
-from service.scoring import prompts
-
-ROOT = Path(__file__).resolve().parents[1]
-Pair = tuple[str, str]
-
-
-def load_pairs(settings: Settings, questions: int, offset: int = 0) -> list[Pair]:
-    path = settings.data_dir / "gsm8k" / "example_model_solutions.jsonl"
-    solvers = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
-    pairs: list[Pair] = []
-    with path.open() as fh:
-        for i, line in enumerate(fh):
-            if i < offset:
-                continue
-            if i >= offset + questions:
-                break
-            row = json.loads(line)
-            pairs.extend((row["question"], row[s]["solution"]) for s in solvers)
-    return pairs
-
-
-async def drive(
-    pairs: list[Pair], concurrency: int, one: Callable[[Pair], Awaitable[float]]
-) -> float:
-    """Run every pair through ``one`` with ``concurrency`` clients; return judgments/s."""
-    queue: asyncio.Queue[Pair] = asyncio.Queue()
-    for p in pairs:
-        queue.put_nowait(p)
-
-    async def client() -> None:
-        while not queue.empty():
-            await one(queue.get_nowait())
-
-    start = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(concurrency)))
-    return len(pairs) / (time.perf_counter() - start)
-
-
-def direct_ids(tokenizer: Any, pair: Pair) -> list[int]:
-    return prompts.direct_prompt_ids(prompts.outcome_prompt(tokenizer, pair[0], pair[1], False))
-
-
-def block_size(settings: Settings) -> int:
-    """The service's KV block size on this (CPU) machine, so every mode uses the same."""
-    return settings.engine.block_size or CPU_BLOCK_SIZE
-
-
-def pretokenize(tokenizer: Any, pairs: list[Pair]) -> dict[Pair, list[int]]:
-    """Raw modes get their prompt ids ready before the clock starts (the service tokenizes
-    inside the measured run, so this favours the baselines)."""
-    return {p: direct_ids(tokenizer, p) for p in pairs}
-
-
-def raw_engine(settings: Settings, model: str) -> Any:
-    """A bare AsyncLLM with the service's engine settings (the baseline of every benchmark)."""
-    from vllm import AsyncEngineArgs, AsyncLLMEngine
-
-    cfg = settings.engine
-    return AsyncLLMEngine.from_engine_args(
-        AsyncEngineArgs(
-            model=model,
-            dtype=resolve_dtype(cfg.dtype, "cpu"),
-            max_model_len=cfg.max_model_len,
-            enforce_eager=cfg.enforce_eager,
-            enable_prefix_caching=True,
-            block_size=block_size(settings),
-            max_num_seqs=cfg.max_num_seqs,
-            max_logprobs=PROMPT_TOPK,
-            seed=cfg.seed,
-        )
-    )
+from service.engine.vllm_engine import configure_vllm_env
 
 
 async def run_raw(
@@ -143,38 +68,6 @@ async def run_raw(
         llm.shutdown()
 
 
-@contextlib.contextmanager
-def process(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            cmd, env=env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        with contextlib.suppress(ProcessLookupError):  # engine children of a killed server
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-async def wait_ok(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 900) -> None:
-    deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient() as c:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{log} exited: {log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.TransportError):
-                if (await c.get(url, timeout=2)).status_code == 200:
-                    return
-            await asyncio.sleep(0.5)
-    raise RuntimeError(f"{url} not ready; see {log}")
-
-
 async def run_vllm_server(
     settings: Settings,
     model: str,
@@ -204,9 +97,7 @@ async def run_vllm_server(
     if cfg.enforce_eager:
         cmd.append("--enforce-eager")
     url = f"http://127.0.0.1:{port}"
-    log = out / "vllm_server.log"
-    with process(cmd, dict(os.environ), log) as proc:
-        await wait_ok(url + "/health", proc, log)
+    with ServerProcess(cmd, log=out / "vllm_server.log", probe=url + "/health"):
         limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
         async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
 
@@ -235,9 +126,7 @@ async def run_ours(
     if compiled:
         env["VERIFIER_ENGINE__ENFORCE_EAGER"] = "false"
     url = f"http://127.0.0.1:{port}"
-    log = out / "service.log"
-    with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:
-        await wait_ok(url + "/ready", proc, log)
+    with ServerProcess(verifier("serve"), env=env, log=out / "service.log", probe=url + "/ready"):
         limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
         async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
 

@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -27,7 +26,8 @@ from typing import Any
 
 import httpx
 
-from loadtests.judge_throughput import ROOT, load_pairs, process, wait_ok
+from loadtests.harness import ROOT, ServerProcess, verifier
+from loadtests.workload import load_pairs
 from service.config import Settings
 
 
@@ -75,8 +75,7 @@ async def main() -> None:
     url = f"http://127.0.0.1:{args.port}"
     log = args.out / "judgment_cache_service.log"
     rows: dict[str, dict[str, Any]] = {}
-    with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:
-        await wait_ok(url + "/ready", proc, log)
+    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
         async with httpx.AsyncClient(base_url=url, timeout=900) as client:
 
             async def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +97,7 @@ async def main() -> None:
 
                 return one
 
-            runs = [
+            runs: list[tuple[str, list[Any], Callable[[Any], Awaitable[dict[str, Any]]]]] = [
                 ("rerank_cold", cold_reranks, rerank(False)),
                 ("rerank_first_cached", cached_reranks, rerank(True)),
                 ("rerank_repeated", cached_reranks, rerank(True)),

@@ -15,14 +15,14 @@ import asyncio
 import json
 import math
 import os
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from loadtests.judge_throughput import ROOT, drive, process, raw_engine, wait_ok
+from loadtests.harness import ROOT, ServerProcess, verifier
+from loadtests.workload import drive, raw_engine
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import configure_vllm_env
@@ -86,8 +86,7 @@ async def run_service(
     env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
     url = f"http://127.0.0.1:{port}"
     log = out / f"mcq_service_{mode}.log"
-    with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:
-        await wait_ok(url + "/ready", proc, log)
+    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
         limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
         async with httpx.AsyncClient(base_url=url, timeout=900, limits=limits) as client:
 

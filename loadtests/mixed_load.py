@@ -30,7 +30,8 @@ from typing import Any
 
 import httpx
 
-from loadtests.judge_throughput import ROOT, Pair, block_size, load_pairs, process, wait_ok
+from loadtests.harness import ROOT, ServerProcess, verifier
+from loadtests.workload import Pair, block_size, load_pairs
 from service.config import Settings
 from service.engine.device import resolve_dtype
 from service.engine.judging import PROMPT_TOPK
@@ -52,7 +53,9 @@ async def sequential_latencies(one: One, pairs: list[Pair], gap_s: float = 0.0) 
     return out
 
 
-async def measure(direct: One, reason: One, settings: argparse.Namespace, work: Any) -> dict:
+async def measure(
+    direct: One, reason: One, settings: argparse.Namespace, work: Any
+) -> dict[str, Any]:
     idle_pairs, loaded_pairs, reason_pairs = work
     await sequential_latencies(direct, reason_pairs[-4:])  # warm-up
     idle = await sequential_latencies(direct, idle_pairs)
@@ -87,10 +90,12 @@ async def measure(direct: One, reason: One, settings: argparse.Namespace, work: 
     }
 
 
-async def run_vllm(cfg: Settings, model: str, args: argparse.Namespace, work: Any) -> dict:
+async def run_vllm(
+    cfg: Settings, model: str, args: argparse.Namespace, work: Any
+) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model)
+    tok: Any = AutoTokenizer.from_pretrained(model)
     labels = [tok.encode(x, add_special_tokens=False)[0] for x in ("1", "0")]
     e = cfg.engine
     cmd = [
@@ -105,8 +110,7 @@ async def run_vllm(cfg: Settings, model: str, args: argparse.Namespace, work: An
         cmd.append("--enforce-eager")
     url = f"http://127.0.0.1:{args.port}"
     log = args.out / "mixed_vllm_server.log"
-    with process(cmd, dict(os.environ), log) as proc:
-        await wait_ok(url + "/health", proc, log)
+    with ServerProcess(cmd, log=log, probe=url + "/health"):
         async with httpx.AsyncClient(base_url=url, timeout=600) as client:
 
             async def verdict(ids: list[int]) -> None:
@@ -145,13 +149,12 @@ async def run_vllm(cfg: Settings, model: str, args: argparse.Namespace, work: An
             return await measure(direct, reason, args, work)
 
 
-async def run_ours(args: argparse.Namespace, work: Any) -> dict:
+async def run_ours(args: argparse.Namespace, work: Any) -> dict[str, Any]:
     port = args.port + 1
     env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
     url = f"http://127.0.0.1:{port}"
     log = args.out / "mixed_service.log"
-    with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:
-        await wait_ok(url + "/ready", proc, log)
+    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
         async with httpx.AsyncClient(base_url=url, timeout=600) as client:
 
             async def judge(pair: Pair, **extra: Any) -> dict[str, Any]:
@@ -171,7 +174,7 @@ async def run_ours(args: argparse.Namespace, work: Any) -> dict:
             return await measure(direct, reason, args, work)
 
 
-def report(results: dict[str, dict]) -> None:
+def report(results: dict[str, dict[str, Any]]) -> None:
     print(
         f"\n8 reasoning clients (reasoning_tokens {REASONING_TOKENS}) + 1 client of 12 "
         "sequential direct judgments"
@@ -214,7 +217,7 @@ async def main() -> None:
     configure_vllm_env(settings, "cpu")
     pairs = load_pairs(settings, 40)  # 160 pairs: idle, loaded and reasoning sets apart
     work = (pairs[: args.direct], pairs[args.direct : 2 * args.direct], pairs[2 * args.direct :])
-    results: dict[str, dict] = {}
+    results: dict[str, dict[str, Any]] = {}
     for server in args.servers.split(","):
         if server == "vllm":
             results["vllm"] = await run_vllm(settings, model, args, work)

@@ -21,24 +21,11 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 
+from loadtests.workload import judgment_body
 from service.config import LimitSettings
-
-_COUNTER = iter(range(10**9))
-
-
-def judgment_body() -> dict[str, Any]:
-    """A direct judgment no earlier call sent (distinct text, judgment cache skipped)."""
-    i = next(_COUNTER)
-    a, b = 100 + i % 900, 7 + i % 13
-    return {
-        "question": f"What is {a} + {b}? (item {i})",
-        "response": f"{a} + {b} = {a + b}. The answer is {a + b}.",
-        "cache": False,
-    }
 
 
 @dataclass

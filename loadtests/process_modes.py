@@ -21,14 +21,13 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from loadtests.judge_throughput import ROOT, process, wait_ok
+from loadtests.harness import ROOT, ServerProcess, verifier
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.evals.data import load_processbench
@@ -51,8 +50,7 @@ async def run_mode(
         env["VERIFIER_ENGINE__BLOCK_SIZE"] = str(block_size)
     log = out / f"process_{mode}_{'cache' if caching else 'nocache'}_{block_size or 'default'}.log"
     url = f"http://127.0.0.1:{port}"
-    with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:
-        await wait_ok(url + "/ready", proc, log)
+    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
         sem = asyncio.Semaphore(conc)
         limits = httpx.Limits(max_connections=conc * 2)
         async with httpx.AsyncClient(base_url=url, timeout=900, limits=limits) as client:
@@ -89,7 +87,7 @@ async def run_mode(
         "exact_fallbacks": fallbacks,
         "slots": slots,
         "step_logits": [r["step_logits"] for r in results],
-        **{k: metric[k] for k in ("acc_err", "acc_corr", "f1")},  # type: ignore[literal-required]
+        **{k: metric[k] for k in ("acc_err", "acc_corr", "f1")},
     }
 
 
@@ -104,7 +102,7 @@ def pearson(a: list[float], b: list[float]) -> float:
 def full_pass_tokens(items: list[Any], model: str) -> int:
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model)
+    tok: Any = AutoTokenizer.from_pretrained(model)
     total = 0
     for it in items:
         last = prompts.process_prompts(tok, it.problem, list(it.steps), reasoning=False)[-1]

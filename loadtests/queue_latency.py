@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -23,7 +22,8 @@ from typing import Any
 
 import httpx
 
-from loadtests.judge_throughput import ROOT, Pair, load_pairs, process, wait_ok
+from loadtests.harness import ROOT, ServerProcess, verifier
+from loadtests.workload import Pair, load_pairs
 from service.config import Settings
 
 
@@ -77,8 +77,7 @@ async def run_backend(
         env["VERIFIER_REDIS__PREFIX"] = f"bench{uuid.uuid4().hex[:6]}:"
     url = f"http://127.0.0.1:{args.port}"
     log = args.out / f"queue_{name}.log"
-    with process([sys.executable, "-m", "service.cli", "serve"], env, log) as proc:
-        await wait_ok(url + "/ready", proc, log)
+    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
         await phase(url, load[:32], 32)  # warm-up
         one = await phase(url, single, 1)
         many = await phase(url, load, args.concurrency)

@@ -17,80 +17,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
-import subprocess
-import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
+from loadtests.harness import RedisProcess
+from loadtests.workload import open_loop
 from service.config import QueueSettings, RedisSettings
 from service.errors import ServiceError
 from service.queue.base import Job, JobResult, new_job_id
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
 
-MODES = {
-    "aof_everysec": ["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""],
-    "none": ["--appendonly", "no", "--save", ""],
-}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_redis(port: int, data: Path, args: list[str]) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), *args],
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    for _ in range(100):
-        ping = subprocess.run(
-            ["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True, check=False
-        )
-        if ping.stdout.strip() == "PONG":
-            return proc
-        time.sleep(0.05)
-    raise RuntimeError("redis-server did not start")
-
-
-def kill_restart(
-    redis: subprocess.Popen[bytes], port: int, data: Path, args: list[str]
-) -> subprocess.Popen[bytes]:
-    """SIGKILL the Redis server, then start a new one at once on the same port and directory."""
-    redis.kill()
-    redis.wait()
-    return _start_redis(port, data, args)
-
-
-async def open_loop(
-    rate: float,
-    seconds: float,
-    send: Callable[[float], Coroutine[Any, Any, None]],
-    halfway: Callable[[], Awaitable[None]],
-) -> int:
-    """Call ``send(scheduled)`` ``rate`` times a second for ``seconds``, each at its scheduled
-    time whatever the earlier ones are doing, and ``halfway()`` once in the middle; returns the
-    number sent once every send has finished."""
-    tasks = []
-    start = time.monotonic()
-    fired = False
-    for k in range(int(rate * seconds)):
-        delay = start + k / rate - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        if not fired and time.monotonic() - start >= seconds / 2:
-            await halfway()
-            fired = True
-        tasks.append(asyncio.create_task(send(time.monotonic())))
-    await asyncio.gather(*tasks)
-    return len(tasks)
+# Persistence modes: AOF with fsync every second, or none.
+MODES = {"aof_everysec": True, "none": False}
 
 
 async def _handler(job: Job) -> JobResult:
@@ -99,16 +39,13 @@ async def _handler(job: Job) -> JobResult:
 
 
 async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
-    port = _free_port()
-    url = f"redis://127.0.0.1:{port}/0"
     settings = QueueSettings(claim_idle_ms=1000)
     names = RedisSettings(prefix=f"loss{uuid.uuid4().hex[:6]}:")
     accepted: set[str] = set()
     answered: set[str] = set()
     told: dict[str, str] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        redis = _start_redis(port, Path(tmp), MODES[name])
-        api = RedisQueue(url, settings, names, f"api-{name}")
+    with RedisProcess(aof=MODES[name]) as redis:
+        api = RedisQueue(redis.url, settings, names, f"api-{name}")
         # Accepted = the submit script (XADD) returned; wrapped here, the queue is unchanged.
         submit_lua = api._submit_lua
 
@@ -118,7 +55,7 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
             return owner
 
         api._submit_lua = tracked  # type: ignore[assignment]
-        wq = RedisQueue(url, settings, names, f"worker-{name}")
+        wq = RedisQueue(redis.url, settings, names, f"worker-{name}")
         worker = Worker(wq, _handler, settings)
         worker_task = asyncio.create_task(worker.run())
 
@@ -132,11 +69,10 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
             if outcome.ok:
                 answered.add(job.id)
 
-        data = Path(tmp)
-
         async def kill_and_restart() -> None:
-            nonlocal redis
-            redis = kill_restart(redis, port, data, MODES[name])
+            """SIGKILL, then a new server at once on the same port and directory."""
+            redis.kill()
+            redis.start()
 
         sent = await open_loop(rate, seconds, lambda _: submit(), kill_and_restart)
         await asyncio.sleep(3)  # late completions of reclaimed jobs
@@ -148,8 +84,6 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
                 late += 1
         await api.close()
         await wq.close()
-        redis.kill()
-        redis.wait()
     unanswered = accepted - answered
     return {
         "mode": name,

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -37,15 +36,11 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtests.judge_throughput import process, wait_ok
-from loadtests.overload import judgment_body
-from loadtests.redis_loss import MODES, _start_redis, kill_restart, open_loop
+from loadtests.harness import RedisProcess, ServerProcess, free_port, verifier
+from loadtests.workload import judgment_body, open_loop
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Persistence modes: AOF with fsync every second, or none.
+MODES = {"aof_everysec": True, "none": False}
 
 
 async def _depth(client: httpx.AsyncClient) -> float | None:
@@ -74,7 +69,7 @@ async def _answers(client: httpx.AsyncClient, timeout: float = 300) -> None:
 async def run_mode(
     name: str, url: str, redis_port: int, rate: float, seconds: float, data: Path, deadline_s: float
 ) -> dict[str, Any]:
-    redis = _start_redis(redis_port, data, MODES[name])
+    redis = RedisProcess(redis_port, aof=MODES[name], data_dir=data).start()
     status: Counter[str] = Counter()  # each caller's first answer
     retried: Counter[str] = (
         Counter()
@@ -110,13 +105,13 @@ async def run_mode(
         depth_at_kill: float | None = None
 
         async def kill_and_restart() -> None:
-            nonlocal redis, depth_at_kill
+            nonlocal depth_at_kill
             depth_at_kill = await _depth(client)
-            redis = kill_restart(redis, redis_port, data, MODES[name])
+            redis.kill()  # SIGKILL, then a new server at once on the same port and directory
+            redis.start()
 
         sent = await open_loop(rate, seconds, send, kill_and_restart)
     redis.kill()
-    redis.wait()
     return {
         "mode": name,
         "sent": sent,
@@ -138,7 +133,7 @@ async def main() -> int:
     ap.add_argument("--logs", type=Path, default=Path("redis_loss_http_logs"))
     args = ap.parse_args()
     args.logs.mkdir(parents=True, exist_ok=True)
-    redis_port, api_port = _free_port(), _free_port()
+    redis_port, api_port, worker_port = free_port(), free_port(), free_port()
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
@@ -146,22 +141,25 @@ async def main() -> int:
         "VERIFIER_AUTH__ENABLED": "false",
         "VERIFIER_LOG_LEVEL": "info",
     }
-    cli = [sys.executable, "-m", "service.cli"]
     url = f"http://127.0.0.1:{api_port}"
+    api = ServerProcess(
+        verifier("serve", "--no-worker", "--port", str(api_port)),
+        env=env,
+        log=args.logs / "api.log",
+        probe=f"{url}/ready",
+    )
+    worker = ServerProcess(
+        verifier("worker"),
+        env={**env, "VERIFIER_QUEUE__WORKER_METRICS_PORT": str(worker_port)},
+        log=args.logs / "worker.log",
+        probe=f"http://127.0.0.1:{worker_port}/ready",
+    )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         # A first Redis only lets the processes start; each mode then gets its own.
-        (Path(tmp) / "boot").mkdir()
-        boot = _start_redis(redis_port, Path(tmp) / "boot", MODES["none"])
-        with (
-            process(
-                [*cli, "serve", "--no-worker", "--port", str(api_port)], env, args.logs / "api.log"
-            ),
-            process([*cli, "worker"], env, args.logs / "worker.log") as worker,
-        ):
-            await wait_ok(f"{url}/ready", worker, args.logs / "worker.log")
+        boot = RedisProcess(redis_port, data_dir=Path(tmp) / "boot").start()
+        with api, worker:
             boot.kill()
-            boot.wait()
             for name in MODES:
                 data = Path(tmp) / name
                 data.mkdir()

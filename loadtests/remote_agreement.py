@@ -19,8 +19,8 @@ import statistics
 from typing import Any
 
 import httpx
-from judge_throughput import load_pairs
 
+from loadtests.workload import load_pairs
 from service.config import Settings
 
 

@@ -23,15 +23,14 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 from pathlib import Path
 
 import httpx
-from judge_throughput import ROOT, Pair, drive, load_pairs, pretokenize, process, wait_ok
 
+from loadtests.harness import ROOT, ServerProcess, verifier, vllm_openai_server
+from loadtests.workload import Pair, drive, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
-from service.engine.vllm_engine import _cpu_list, openai_server_args
 
 NAME = "judge"
 
@@ -129,18 +128,15 @@ async def main() -> None:
     ]
 
     vllm_url = f"http://127.0.0.1:{args.port}"
-    env = {
-        **os.environ,
-        "VLLM_SERVER_DEV_MODE": "1",  # for /reset_prefix_cache between phases
-        "VLLM_CPU_KVCACHE_SPACE": str(settings.engine.cpu_kvcache_gib),
-        "VLLM_CPU_OMP_THREADS_BIND": _cpu_list(),
-        "VLLM_CACHE_ROOT": str(settings.vllm_cache_dir),
-    }
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", *openai_server_args(settings, model),
-        "--served-model-name", NAME, "--host", "127.0.0.1", "--port", str(args.port),
-        "--uvicorn-log-level", "warning", "--disable-uvicorn-access-log",
-    ]  # fmt: skip
+    vllm = vllm_openai_server(
+        settings,
+        model,
+        port=args.port,
+        log=args.out / "remote_vllm.log",
+        served_name=NAME,
+        extra_args=["--uvicorn-log-level", "warning"],
+        extra_env={"VLLM_SERVER_DEV_MODE": "1"},  # for /reset_prefix_cache between phases
+    )
     ours_url = f"http://127.0.0.1:{args.port + 1}"
     ours_env = {
         **os.environ,
@@ -149,17 +145,21 @@ async def main() -> None:
         "VERIFIER_ENGINE__BACKEND": "openai",
         "VERIFIER_ENGINE__OPENAI__BASE_URL": vllm_url,
     }
+    ours = ServerProcess(
+        verifier("serve"),
+        env=ours_env,
+        log=args.out / "remote_service.log",
+        probe=ours_url + "/ready",
+    )
     if args.vllm_url and args.service_url:
-        direct, ours = await rounds(args.vllm_url, args.service_url, ids, labels, work, warm, args)
+        direct, served = await rounds(
+            args.vllm_url, args.service_url, ids, labels, work, warm, args
+        )
     else:
-        with process(cmd, env, args.out / "remote_vllm.log") as vproc:
-            await wait_ok(vllm_url + "/health", vproc, args.out / "remote_vllm.log")
-            serve = [sys.executable, "-m", "service.cli", "serve"]
-            with process(serve, ours_env, args.out / "remote_service.log") as sproc:
-                await wait_ok(ours_url + "/ready", sproc, args.out / "remote_service.log")
-                direct, ours = await rounds(vllm_url, ours_url, ids, labels, work, warm, args)
+        with vllm, ours:
+            direct, served = await rounds(vllm_url, ours_url, ids, labels, work, warm, args)
 
-    ratios = [o / d for o, d in zip(ours, direct, strict=True)]
+    ratios = [o / d for o, d in zip(served, direct, strict=True)]
     print(
         f"\n{len(work)} direct judgments, {args.concurrency} concurrent clients, cold prefix cache per phase"
     )
@@ -167,12 +167,12 @@ async def main() -> None:
         f"  vLLM OpenAI server, direct        {statistics.median(direct):7.2f} judgments/s (median of {len(direct)})"
     )
     print(
-        f"  service, engine.backend=openai    {statistics.median(ours):7.2f} judgments/s (median of {len(ours)})"
+        f"  service, engine.backend=openai    {statistics.median(served):7.2f} judgments/s (median of {len(served)})"
     )
     print(
         f"  service / direct = {statistics.median(ratios):.3f} median, per round {[round(r, 3) for r in ratios]}   (target >= 0.95)"
     )
-    result = {"direct": direct, "service": ours, "ratios": ratios}
+    result = {"direct": direct, "service": served, "ratios": ratios}
     (args.out / "remote_engine.json").write_text(json.dumps(result, indent=2))
 
 

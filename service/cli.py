@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from service.bench.cli import bench_app
+from loadtests.cli import bench_app
 from service.config import get_settings
 from service.evals.cli import eval_app
 

@@ -10,11 +10,15 @@ so a new test cannot slip a minute-long engine start into the fast tier unnotice
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 # transformers resolves paths against the working directory at import time; import it while
@@ -22,11 +26,11 @@ import pytest
 import transformers  # noqa: F401
 from hypothesis import settings as hypothesis_settings
 
+from loadtests.harness import ROOT, ServerProcess, free_port, http_ok, verifier
 from service.config import Settings
 from service.engine.models import prepare_default_model
 from service.engine.vllm_engine import VLLMEngine
 
-ROOT = Path(__file__).resolve().parents[1]
 _HERE = Path(__file__).resolve()
 E2E = ROOT / "tests" / "e2e"
 # Fixtures that start a server or an engine: any test using one is an engine test.
@@ -148,55 +152,20 @@ def tokenizer(model_dir: Path) -> Any:
     return AutoTokenizer.from_pretrained(str(model_dir))
 
 
+@dataclass(frozen=True)
 class Server:
     """A real `verifier serve` process (one vLLM engine for the whole test session)."""
 
-    def __init__(self, url: str, log: Path, not_ready_response: Any) -> None:
-        self.url = url
-        self.log = log
-        self.not_ready_response = not_ready_response
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_ready(proc: Any, url: str, log: Path) -> Any:
-    """Wait for /health, record one judge call made before ready, then wait for /ready."""
-    import time
-
-    import httpx
-
-    not_ready = None
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
-        try:
-            if not_ready is None and httpx.get(url + "/health", timeout=2).status_code == 200:
-                not_ready = httpx.post(
-                    url + "/v1/judge/outcome", json={"question": "q", "response": "r"}, timeout=10
-                )
-            if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                return not_ready
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"server not ready in time:\n{log.read_text()[-4000:]}")
+    url: str
+    log: Path
+    # A judge call made once /health answered but before /ready: what a caller gets then.
+    not_ready_response: httpx.Response | None
 
 
 @pytest.fixture(scope="session")
-def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    port = _free_port()
+def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("server") / "server.log"
     env = {
         **os.environ,
@@ -204,40 +173,24 @@ def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
         "VERIFIER_PORT": str(port),
         "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
     }
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve"],
-            cwd=ROOT,
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # so teardown can end vLLM's engine processes too
-        )
-    url = f"http://127.0.0.1:{port}"
+    not_ready: list[httpx.Response] = []
+
+    def call_before_ready() -> None:
+        if not not_ready and http_ok(url + "/health"):
+            with contextlib.suppress(httpx.TransportError):
+                not_ready.append(
+                    httpx.post(
+                        url + "/v1/judge/outcome",
+                        json={"question": "q", "response": "r"},
+                        timeout=10,
+                    )
+                )
+
+    proc = ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready", cwd=ROOT)
+    proc.start()
     try:
-        not_ready = _wait_ready(proc, url, log)
-        yield Server(url, log, not_ready)
+        proc.wait_ready(on_poll=call_before_ready)
+        yield Server(url, log, not_ready[0] if not_ready else None)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        # uvicorn re-raises SIGTERM after a clean shutdown: 143 / -15 is success.
-        assert proc.returncode in (0, -signal.SIGTERM, 143), log.read_text()[-4000:]
-        assert _group_gone(proc.pid), "vLLM engine processes outlived the server"
-
-
-def _group_gone(pgid: int) -> bool:
-    import os
-    import time
-
-    for _ in range(40):
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.25)
-    os.killpg(pgid, 9)
-    return False
+        # Checks that the server stopped cleanly and that vLLM's engine processes went with it.
+        proc.stop()

@@ -16,7 +16,7 @@ import yaml
 
 from service.cli import GRACEFUL_SHUTDOWN_S
 from service.config import LimitSettings, QueueSettings
-from tests.deploy.support import DEPLOY, NON_SETTINGS_ENV, ROOT, cli_accepts, settings_field
+from tests.support.deploy import DEPLOY, NON_SETTINGS_ENV, ROOT, cli_accepts, settings_field
 
 DOCKERFILES = ("Dockerfile.cpu", "Dockerfile.cuda")
 COMPOSE = DEPLOY / "docker-compose.yml"

@@ -16,7 +16,7 @@ import pytest
 from service.cli import GRACEFUL_SHUTDOWN_S
 from service.config import Settings
 from service.stores.keys import GROUP, RedisNames
-from tests.deploy.support import (
+from tests.support.deploy import (
     CRD_SCHEMAS,
     K8S_VERSIONS,
     NON_SETTINGS_ENV,

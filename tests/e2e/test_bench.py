@@ -1,5 +1,5 @@
 """`verifier bench load` and `verifier bench tradeoff` in their smoke modes (seconds, 4
-questions) against the session's server, through the scripts in loadtests/."""
+questions) against the session's server, through the command line."""
 
 from __future__ import annotations
 
@@ -11,14 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
-
 pytestmark = pytest.mark.engine
 
 
-def run_script(script: str, *args: str) -> str:
+def bench(name: str, *args: str) -> str:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "loadtests" / script), *args],
+        [sys.executable, "-m", "service.cli", "bench", name, *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -36,8 +34,8 @@ def png_shape(path: Path) -> tuple[int, ...]:
 
 def test_load_smoke(server: Any, tmp_path: Path) -> None:
     out, plot = tmp_path / "load.json", tmp_path / "load.png"
-    stdout = run_script(
-        "load.py", "--smoke", "--url", server.url, "--output", str(out), "--plot", str(plot)
+    stdout = bench(
+        "load", "--smoke", "--url", server.url, "--output", str(out), "--plot", str(plot)
     )
     result = json.loads(out.read_text())
     assert result["scheduled"] == 4  # 2 req/s for 2 s
@@ -65,7 +63,7 @@ def test_load_smoke(server: Any, tmp_path: Path) -> None:
 
 def test_load_refuses_a_remote_target(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "loadtests" / "load.py"), "--smoke", "--url",
+        [sys.executable, "-m", "service.cli", "bench", "load", "--smoke", "--url",
          "http://192.0.2.1:8000", "--output", str(tmp_path / "x.json")],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -76,8 +74,8 @@ def test_load_refuses_a_remote_target(tmp_path: Path) -> None:
 
 def test_tradeoff_smoke(server: Any, tmp_path: Path) -> None:
     out, plot = tmp_path / "tradeoff.json", tmp_path / "tradeoff.png"
-    stdout = run_script(
-        "tradeoff.py", "--smoke", "--base-url", server.url, "--output", str(out),
+    stdout = bench(
+        "tradeoff", "--smoke", "--base-url", server.url, "--output", str(out),
         "--plot", str(plot),
     )  # fmt: skip
     result = json.loads(out.read_text())

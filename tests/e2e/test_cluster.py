@@ -21,8 +21,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import _free_port
-from tests.e2e.cluster_support import (
+from loadtests.harness import free_port
+from tests.support.cluster import (
     Cluster,
     auth,
     busy_worker,
@@ -36,7 +36,7 @@ from tests.e2e.cluster_support import (
     wait_api,
     wait_worker,
 )
-from tests.prometheus_text import sample_sum
+from tests.support.prometheus_text import sample_sum
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -49,7 +49,7 @@ POISON_KIND = "mcq_audit"
 
 @pytest.fixture(scope="module")
 def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
@@ -66,9 +66,9 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     c.start_redis()
     try:
         for i in range(2):
-            p = _free_port()
+            p = free_port()
             c.apis.append(c.spawn(["serve", "--no-worker", "--port", str(p)], f"api{i}", p, {}))
-        p = _free_port()
+        p = free_port()
         c.small_api = c.spawn(
             ["serve", "--no-worker", "--port", str(p)],
             "api_small",
@@ -86,10 +86,7 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         c.keys["quota"] = create_key(c, "quota", QUOTA)
         yield c
     finally:
-        for proc in [*c.workers, *c.apis, *([c.small_api] if c.small_api else [])]:
-            proc.stop()
-        if c.redis is not None and c.redis.poll() is None:
-            c.stop_redis()
+        c.close()
 
 
 # --- auth ------------------------------------------------------------------------------------
@@ -157,7 +154,7 @@ def test_calibrations_are_per_tenant_and_outlive_an_api_restart(cluster: Cluster
     # Restart the second API process: the calibration lives in Redis, not in the process.
     old = cluster.apis[1]
     old.stop()
-    port = _free_port()
+    port = free_port()
     cluster.apis[1] = cluster.spawn(
         ["serve", "--no-worker", "--port", str(port)], "api1b", port, {}
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from loadtests.harness import free_port
 from service.engine import reaper
-from tests.e2e.cluster_support import Cluster, Proc, metric, wait_api, wait_worker
+from tests.support.cluster import Cluster, Proc, metric, wait_api, wait_worker
 
 pytestmark = pytest.mark.engine
 
@@ -34,12 +34,6 @@ LONG = {
     "method": "outcome",
     "cache": False,
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _engine_core(pid: int) -> int:
@@ -68,7 +62,7 @@ def _exit_code(proc: Proc, timeout: float) -> int | None:
 
 @pytest.fixture
 def cluster(model_dir: Path, tmp_path: Path) -> Iterator[Cluster]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
@@ -81,14 +75,11 @@ def cluster(model_dir: Path, tmp_path: Path) -> Iterator[Cluster]:
     try:
         yield c
     finally:
-        for proc in [*c.workers, *c.apis]:
-            proc.stop()
-        if c.redis is not None and c.redis.poll() is None:
-            c.stop_redis()
+        c.close()
 
 
 def test_in_process_server_notices_its_dead_engine(cluster: Cluster) -> None:
-    port = _free_port()
+    port = free_port()
     env = {"VERIFIER_REDIS_URL": ""}  # the local queue: API and worker in one process
     server = cluster.spawn(["serve", "--port", str(port)], "serve", port, env)
     cluster.apis.append(server)
@@ -116,7 +107,7 @@ def test_in_process_server_notices_its_dead_engine(cluster: Cluster) -> None:
 
 def test_redis_worker_notices_its_dead_engine(cluster: Cluster) -> None:
     cluster.start_redis()
-    port = _free_port()
+    port = free_port()
     api = cluster.spawn(["serve", "--no-worker", "--port", str(port)], "api", port, {})
     cluster.apis.append(api)
     worker = cluster.start_worker()

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from service.config import LimitSettings
-from tests.prometheus_text import has_sample, sample_sum
+from tests.support.prometheus_text import has_sample, sample_sum
 
 LIMITS = LimitSettings()
 GOOD = {"question": "What is 2+2?", "response": "4"}

@@ -18,7 +18,7 @@ import verifier_client as vc
 from service.app import create_app
 from service.config import EngineSettings, OpenAIEngineSettings, Settings
 from service.engine import reaper
-from tests.e2e.remote_support import Proc, remote_backed_service, vllm_openai_server
+from tests.support.remote import Proc, remote_backed_service, vllm_openai_process
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
@@ -39,7 +39,7 @@ def vllm_openai(
     settings: Settings, model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Proc]:
     log = tmp_path_factory.mktemp("vllm_openai") / "vllm.log"
-    with vllm_openai_server(settings, model_dir, log) as proc:
+    with vllm_openai_process(settings, model_dir, log) as proc:
         yield proc
 
 

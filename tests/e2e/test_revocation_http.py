@@ -4,7 +4,6 @@ refused by both on its very next request."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -14,19 +13,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ROOT
-from tests.e2e.cluster_support import Cluster, auth, create_key, wait_api
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from loadtests.harness import ROOT, free_port
+from tests.support.cluster import Cluster, auth, create_key, wait_api
 
 
 @pytest.fixture
 def two_apis(tmp_path: Path) -> Iterator[Cluster]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "VERIFIER_REDIS_URL": f"redis://127.0.0.1:{port}/0",
@@ -37,15 +30,13 @@ def two_apis(tmp_path: Path) -> Iterator[Cluster]:
     c.start_redis()
     try:
         for i in range(2):
-            p = _free_port()
+            p = free_port()
             c.apis.append(c.spawn(["serve", "--no-worker", "--port", str(p)], f"api{i}", p, {}))
         for api in c.apis:
             wait_api(api)
         yield c
     finally:
-        for proc in c.apis:
-            proc.stop()
-        c.stop_redis()
+        c.close()
 
 
 def test_revocation_takes_effect_on_the_next_request_everywhere(two_apis: Cluster) -> None:

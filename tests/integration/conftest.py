@@ -4,7 +4,7 @@ per test (its keys deleted afterwards), queues under that prefix."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 from uuid import uuid4
 
@@ -16,11 +16,9 @@ from service.config import QueueSettings, RedisSettings
 from service.queue.base import JobResult
 from service.queue.redis_streams import RedisQueue
 from service.stores.keys import RedisNames
+from tests.support.jobs import MakeQueue, Spawn
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
-
-MakeQueue = Callable[..., RedisQueue]
-Spawn = Callable[[Coroutine[Any, Any, JobResult]], "asyncio.Task[JobResult]"]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from service.serving.cache import CachedJudgment, CachingEngine, RedisStore
 from service.serving.context import current_tenant
 from service.stores.connection import connect
 from service.stores.keys import RedisNames
-from tests.unit.test_judgment_cache import CountingEngine, call
+from tests.support.fakes import CountingEngine, call
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,10 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
 import signal
-import socket
-import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -23,12 +20,13 @@ from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from loadtests.harness import RedisProcess, free_port
 from service.errors import DeadlineExceeded, JobFailed, Overloaded, QueueUnavailable
 from service.queue.base import Delivery, Job, JobResult, new_job_id
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
 from service.stores.keys import GROUP, RedisNames
-from tests.integration.conftest import MakeQueue, Spawn
+from tests.support.jobs import MakeQueue, Spawn
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -400,12 +398,6 @@ async def test_full_queue_is_overloaded(make_queue: MakeQueue, spawn: Spawn) -> 
     assert info.value.status == 429
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_unreachable_redis_is_queue_unavailable_fast(make_queue: MakeQueue) -> None:
     queue = make_queue(url=f"redis://127.0.0.1:{free_port()}/0")
     for call in (
@@ -420,56 +412,19 @@ async def test_unreachable_redis_is_queue_unavailable_fast(make_queue: MakeQueue
         assert time.monotonic() - start < 3
 
 
-class RedisServer:
-    """A throwaway redis-server this test owns (started and stopped by pid)."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.workdir = workdir
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        assert binary, "redis-server is not installed"
-        args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
-        args += ["--appendonly", "no", "--dir", str(self.workdir)]
-        self.proc = subprocess.Popen(
-            [binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
-        for _ in range(100):
-            with contextlib.suppress(redis.ConnectionError):
-                if client.ping():
-                    client.close()
-                    return
-            time.sleep(0.05)
-        raise AssertionError(f"redis-server on port {self.port} did not start")
-
-    def client(self) -> redis.Redis:
-        # No retries: SHUTDOWN's dropped connection is the expected answer.
-        return redis.Redis(port=self.port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        with contextlib.suppress(redis.ConnectionError):
-            self.client().shutdown(nosave=True)
-        self.proc.wait(timeout=5)
-        self.proc = None
-
-
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    own = RedisServer(tmp_path)
-    own.start()
-    yield own
-    if own.proc is not None and own.proc.poll() is None:
-        own.proc.terminate()
-        own.proc.wait(timeout=5)
+def server(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A throwaway redis-server this test owns."""
+    with RedisProcess(data_dir=tmp_path) as own:
+        yield own
 
 
-async def test_recovers_after_a_redis_restart(make_queue: MakeQueue, server: RedisServer) -> None:
+def admin(server: RedisProcess) -> redis.Redis:
+    # No retries: a dropped connection is the expected answer.
+    return redis.Redis(port=server.port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+
+
+async def test_recovers_after_a_redis_restart(make_queue: MakeQueue, server: RedisProcess) -> None:
     queue = make_queue(url=server.url)
     async with serving(queue):
         assert (await queue.submit(make_job())).ok
@@ -484,30 +439,30 @@ async def test_recovers_after_a_redis_restart(make_queue: MakeQueue, server: Red
 
 
 async def test_hung_redis_is_queue_unavailable_fast(
-    make_queue: MakeQueue, server: RedisServer
+    make_queue: MakeQueue, server: RedisProcess
 ) -> None:
     queue = make_queue(url=server.url)
     assert await queue.depth() == 0  # a pooled connection exists
-    assert server.proc is not None
-    server.proc.send_signal(signal.SIGSTOP)
+    assert server.process is not None
+    server.process.signal(signal.SIGSTOP)
     try:
         start = time.monotonic()
         with pytest.raises(QueueUnavailable):
             await queue.submit(make_job())
         assert time.monotonic() - start < 3
     finally:
-        server.proc.send_signal(signal.SIGCONT)
+        server.process.signal(signal.SIGCONT)
     async with serving(queue):
         assert (await queue.submit(make_job())).ok
 
 
 async def test_dropped_connections_heal_without_errors(
-    make_queue: MakeQueue, server: RedisServer
+    make_queue: MakeQueue, server: RedisProcess
 ) -> None:
     queue = make_queue(url=server.url)
     async with serving(queue):
         assert (await queue.submit(make_job())).ok
-        killed = server.client().client_kill_filter(_type="normal")
+        killed = admin(server).client_kill_filter(_type="normal")
         assert killed >= 2  # the worker's and the submitter's pooled connections
         assert (await queue.submit(make_job())).ok
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from service.bench import load, tradeoff
-from service.bench.stats import argmax_first, final_answer, majority_pick, percentile, summary
+from loadtests import load, tradeoff
+from loadtests.stats import argmax_first, final_answer, majority_pick, percentile, summary
 from service.scoring.bestofn import BestOfNItem, Candidate
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from loadtests.harness import ServerProcess, verifier
 from service.config import Settings
 from service.engine.vllm_engine import VLLMEngine
 
@@ -34,3 +36,10 @@ def test_other_commands_still_run() -> None:
 def test_an_unmarked_test_cannot_build_an_in_process_engine() -> None:
     with pytest.raises(RuntimeError, match="builds an in-process vLLM engine but is not an engine"):
         VLLMEngine.start(Settings(), "/no/such/model")
+
+
+def test_the_process_harness_is_guarded_too(tmp_path: Path) -> None:
+    server = ServerProcess(verifier("serve"), log=tmp_path / "serve.log", probe="http://x/ready")
+    with pytest.raises(RuntimeError, match="is not an engine test"):
+        server.start()
+    assert not server.alive()

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from service.engine.base import JudgeCall, JudgeResult, ModelInfo, TokenUsage
+from service.engine.base import JudgeCall, JudgeResult, ModelInfo
 from service.serving.cache import (
     CachedJudgment,
     CachingEngine,
@@ -18,34 +17,7 @@ from service.serving.cache import (
     judgment_key,
 )
 from service.serving.context import current_tenant
-
-INFO = ModelInfo(name="m", path="/m", max_model_len=4096, device="cpu", dtype="float32")
-
-
-class CountingEngine:
-    """Scores a call as sum(prompt_ids)/7 (+ a draw when sampled); counts what it scored."""
-
-    def __init__(self, delay: float = 0.0, fail: bool = False) -> None:
-        self.scored: list[JudgeCall] = []
-        self.delay = delay
-        self.fail = fail
-        self.draws = 0
-
-    def model_info(self) -> ModelInfo:
-        return INFO
-
-    async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
-        await asyncio.sleep(self.delay)
-        if self.fail:
-            raise RuntimeError("engine down")
-        self.scored.extend(calls)
-        out = []
-        for c in calls:
-            self.draws += 1
-            noise = self.draws * 1e-3 if c.temperature > 0 else 0.0
-            usage = TokenUsage(prompt_tokens=len(c.prompt_ids), generated_tokens=1, engine_calls=1)
-            out.append(JudgeResult(logit=sum(c.prompt_ids) / 7 + noise, usage=usage))
-        return out
+from tests.support.fakes import INFO, CountingEngine, call
 
 
 @pytest.fixture(autouse=True)
@@ -54,10 +26,6 @@ def tenant() -> Iterator[str]:
     token = current_tenant.set("default")
     yield "default"
     current_tenant.reset(token)
-
-
-def call(*ids: int, **kw: Any) -> JudgeCall:
-    return JudgeCall(prompt_ids=list(ids), verdict_ids=[9], **kw)
 
 
 def cached(engine: CountingEngine, store: MemoryStore | None = None) -> CachingEngine:

@@ -8,22 +8,17 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from loadtests.harness import free_port
 from service import app as app_module
 from service.ops import healthcheck
 from service.ops.probe_server import ProbeState, start_probe_server
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_health_ready_and_metrics() -> None:
     registry = CollectorRegistry()
     Counter("verifier_probe_test", "a counter", registry=registry).inc(3)
     state = ProbeState()
-    port = _free_port()
+    port = free_port()
     start_probe_server(port, registry, state)
     base = f"http://127.0.0.1:{port}"
 
@@ -53,10 +48,10 @@ def test_healthcheck_default_worker_port_is_the_apps() -> None:
 
 
 def test_healthcheck_finds_the_worker_port(monkeypatch: pytest.MonkeyPatch) -> None:
-    port = _free_port()
+    port = free_port()
     start_probe_server(port, CollectorRegistry(), ProbeState())
-    monkeypatch.setenv("VERIFIER_PORT", str(_free_port()))  # nothing listens there
+    monkeypatch.setenv("VERIFIER_PORT", str(free_port()))  # nothing listens there
     monkeypatch.setenv("VERIFIER_QUEUE__WORKER_METRICS_PORT", str(port))
     assert healthcheck.main() == 0
-    monkeypatch.setenv("VERIFIER_QUEUE__WORKER_METRICS_PORT", str(_free_port()))
+    monkeypatch.setenv("VERIFIER_QUEUE__WORKER_METRICS_PORT", str(free_port()))
     assert healthcheck.main() == 1

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -22,21 +21,11 @@ from service.errors import (
 from service.queue.base import Delivery, Job, JobResult, new_job_id
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
+from tests.support.jobs import counting_handler, make_job, submit_all, wait_depth
 
 pytestmark = pytest.mark.timeout(60)
 
 BIG = 1_000_000
-
-
-def make_job(est_tokens: int = 0, timeout_s: float = 5.0, **kw: Any) -> Job:
-    return Job(
-        id=new_job_id(),
-        kind=kw.pop("kind", "outcome"),
-        payload=kw.pop("payload", {"n": 1}),
-        deadline=time.time() + timeout_s,
-        est_tokens=est_tokens,
-        **kw,
-    )
 
 
 @pytest.fixture
@@ -49,19 +38,6 @@ async def queue(settings: QueueSettings) -> AsyncIterator[LocalQueue]:
     q = LocalQueue(settings)
     yield q
     await q.close()
-
-
-async def wait_depth(queue: LocalQueue, n: int) -> None:
-    """Let submit tasks reach the queue (they enqueue on their first step)."""
-    for _ in range(200):
-        if await queue.depth() == n:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"depth stayed at {await queue.depth()}, expected {n}")
-
-
-def submit_all(queue: LocalQueue, jobs: list[Job]) -> list[asyncio.Task[JobResult]]:
-    return [asyncio.create_task(queue.submit(job)) for job in jobs]
 
 
 async def finish(queue: LocalQueue, batch: list[Delivery]) -> None:
@@ -257,17 +233,6 @@ async def test_close_resolves_waiting_callers(queue: LocalQueue) -> None:
 
 
 # -- idempotency --------------------------------------------------------------------------
-
-Counter = Callable[[Job], Awaitable[JobResult]]
-
-
-def counting_handler(calls: list[str]) -> Counter:
-    async def handle(job: Job) -> JobResult:
-        calls.append(job.id)
-        await asyncio.sleep(0.01)
-        return JobResult.success({"ran": job.id, "tenant": job.tenant})
-
-    return handle
 
 
 @pytest.fixture

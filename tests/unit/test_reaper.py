@@ -13,8 +13,8 @@ from collections.abc import Callable
 import psutil
 import pytest
 
+from loadtests.harness import ROOT
 from service.engine.reaper import POLL_S
-from tests.conftest import ROOT
 
 pytestmark = [
     pytest.mark.timeout(60),

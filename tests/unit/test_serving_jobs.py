@@ -21,7 +21,7 @@ from service.serving import budget
 from service.serving.cache import MemoryStore
 from service.serving.handler import JobRunner
 from service.serving.services import Services
-from tests.fakes import FakeEngine, by_last_marker, descending_letters, sigmoid
+from tests.support.fakes import FakeEngine, by_last_marker, descending_letters, sigmoid
 
 Q = "What is 3 * (2 + 4)?"
 RESPONSE = "2 + 4 = 6, and 3 * 6 = 18."

@@ -23,7 +23,7 @@ from service.scoring import prompts
 from service.serving.outcome import OutcomeServing, judge_calls
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.score import ScoreServing
-from tests.fakes import FakeEngine, by_last_marker, sigmoid
+from tests.support.fakes import FakeEngine, by_last_marker, sigmoid
 
 Q = "What is 3 * (2 + 4)?"
 RESPONSE = "2 + 4 = 6, and 3 * 6 = 18."

@@ -19,7 +19,7 @@ from service.errors import InvalidRequest, QueueUnavailable
 from service.queue.base import Delivery, Job, JobResult
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
-from tests.unit.test_queue_local import counting_handler, make_job, submit_all, wait_depth
+from tests.support.jobs import counting_handler, make_job, submit_all, wait_depth
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,17 +1,16 @@
-"""Helpers of the cluster tests: real API and worker processes, a private Redis, probes.
+"""The cluster tests' process set: API and worker processes, a private Redis, and probes.
 
-Kept apart from tests/e2e/test_cluster.py so that module holds the tests and its fixture.
+Every process is a `loadtests.harness.ServerProcess`: its own process group, ready when its
+/ready answers (a worker's on its metrics port), stopped with a check that nothing of it is
+left.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,54 +20,58 @@ from typing import Any
 import httpx
 import psutil
 
+from loadtests.harness import ROOT, RedisProcess, ServerProcess, http_ok, verifier
 from service.engine import reaper
-from tests.conftest import ROOT
-from tests.prometheus_text import sample_sum
+from tests.support.prometheus_text import sample_sum
+
+_METRICS_PORT = re.compile(r"metrics on port (\d+)")
 
 
 @dataclass
 class Proc:
-    popen: subprocess.Popen[bytes]
-    log: Path
+    """A verifier process of the cluster; ``known_port`` is its HTTP port, None for a worker
+    that picks its metrics port itself (then read from its log)."""
+
+    server: ServerProcess
     known_port: int | None
+
+    @property
+    def popen(self) -> subprocess.Popen[bytes]:
+        return self.server.popen
+
+    @property
+    def log(self) -> Path:
+        return self.server.log
+
+    def logged_port(self) -> int | None:
+        if self.known_port is None:
+            found = _METRICS_PORT.search(self.server.log_tail(chars=1_000_000))
+            self.known_port = int(found.group(1)) if found else None
+        return self.known_port
 
     @property
     def port(self) -> int:
         """The HTTP port; a worker's metrics port is the one it logged (it picks a free one)."""
         deadline = time.monotonic() + 60
-        while self.known_port is None:
-            found = re.search(r"metrics on port (\d+)", self.log.read_text())
-            if found:
-                self.known_port = int(found.group(1))
-            elif time.monotonic() > deadline or not self.alive():
-                raise RuntimeError(f"no metrics port in the log:\n{self.log.read_text()[-3000:]}")
-            else:
-                time.sleep(0.2)
-        return self.known_port
+        while (port := self.logged_port()) is None:
+            if time.monotonic() > deadline or not self.alive():
+                raise RuntimeError(f"no metrics port in the log:\n{self.server.log_tail()}")
+            time.sleep(0.2)
+        return port
+
+    def ready(self) -> bool:
+        """Whether /ready answers 200 (a worker's on its metrics port, once it logged it)."""
+        port = self.logged_port()
+        return port is not None and http_ok(f"http://127.0.0.1:{port}/ready")
 
     def alive(self) -> bool:
-        return self.popen.poll() is None
+        return self.server.alive()
 
     def signal(self, sig: int) -> None:
-        self.popen.send_signal(sig)
+        self.server.signal(sig)
 
     def stop(self) -> None:
-        if self.alive():
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.dump_stacks()
-                self.popen.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, signal.SIGKILL)  # engine children, if any survived
-
-    def dump_stacks(self) -> None:
-        """Thread (SIGUSR1) and asyncio task (SIGUSR2) stacks into the log, for a post-mortem."""
-        if self.alive():
-            self.popen.send_signal(signal.SIGUSR1)
-            self.popen.send_signal(signal.SIGUSR2)
-            time.sleep(2)
+        self.server.stop()
 
 
 @dataclass
@@ -76,7 +79,7 @@ class Cluster:
     tmp: Path
     env: dict[str, str]
     redis_port: int
-    redis: subprocess.Popen[bytes] | None = None
+    redis: RedisProcess | None = None
     apis: list[Proc] = field(default_factory=list)
     small_api: Proc | None = None
     workers: list[Proc] = field(default_factory=list)
@@ -87,43 +90,25 @@ class Cluster:
         return f"http://127.0.0.1:{self.apis[0].port}"
 
     def start_redis(self) -> None:
-        self.redis = subprocess.Popen(
-            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if (
-                subprocess.run(
-                    ["redis-cli", "-p", str(self.redis_port), "ping"],
-                    capture_output=True,
-                    text=True,
-                ).stdout.strip()
-                == "PONG"
-            ):
-                return
-            time.sleep(0.1)
-        raise RuntimeError("private redis did not start")
+        """The private Redis (no persistence), again on the same port after stop_redis."""
+        if self.redis is None:
+            self.redis = RedisProcess(self.redis_port, data_dir=self.tmp / "redis")
+        self.redis.start()
 
     def stop_redis(self) -> None:
+        """SIGKILL the private Redis: what the processes see when Redis dies."""
         assert self.redis is not None
         self.redis.kill()
-        self.redis.wait()
 
     def spawn(self, args: list[str], name: str, port: int | None, extra: dict[str, str]) -> Proc:
-        log = self.tmp / f"{name}.log"
-        with log.open("w") as fh:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "service.cli", *args],
-                cwd=ROOT,
-                env={**self.env, **extra},
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return Proc(popen, log, port)
+        server = ServerProcess(
+            verifier(*args),
+            env={**self.env, **extra},
+            log=self.tmp / f"{name}.log",
+            cwd=ROOT,
+            dump_stacks_on_timeout=True,
+        )
+        return Proc(server.start(), port)
 
     def start_worker(self) -> Proc:
         # Default settings: each worker on this host takes a free metrics port by itself.
@@ -134,32 +119,31 @@ class Cluster:
     def live_workers(self) -> list[Proc]:
         return [w for w in self.workers if w.alive()]
 
+    def close(self) -> None:
+        """Stop every process, then Redis; the first failed check is raised after all stop."""
+        errors: list[AssertionError] = []
+        for proc in [*self.workers, *self.apis, *([self.small_api] if self.small_api else [])]:
+            try:
+                proc.stop()
+            except AssertionError as exc:
+                errors.append(exc)
+        if self.redis is not None:
+            self.redis.stop()
+        if errors:
+            raise errors[0]
+
 
 def wait_worker(proc: Proc, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            raise RuntimeError(f"worker exited:\n{proc.log.read_text()[-3000:]}")
-        if "ready" in proc.log.read_text() and "worker worker-" in proc.log.read_text():
-            return
-        time.sleep(0.5)
-    raise RuntimeError(f"worker not ready:\n{proc.log.read_text()[-3000:]}")
+    """Until the worker's probe port answers /ready (its engine scored the probe judgment)."""
+    proc.server.wait_ready(probe=proc.ready, timeout_s=timeout)
 
 
 def wait_api(proc: Proc, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{proc.port}/ready", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"api not ready:\n{proc.log.read_text()[-3000:]}")
+    proc.server.wait_ready(probe=proc.ready, timeout_s=timeout)
 
 
 def create_key(cluster: Cluster, tenant: str, quota: int | None = None) -> str:
-    args = [sys.executable, "-m", "service.cli", "keys", "create", "--tenant", tenant]
+    args = verifier("keys", "create", "--tenant", tenant)
     if quota is not None:
         args += ["--quota", str(quota), "--window", "3600"]
     out = subprocess.run(

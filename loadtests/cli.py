@@ -1,31 +1,34 @@
-"""`verifier bench ...`: the benchmarks, run from the installed package.
+"""`verifier bench <name>`: every benchmark in loadtests/, run from the installed package.
 
     verifier bench load [--url URL] [--endpoint PATH] [--payload FILE] [--rate R]
         [--duration S] [--max-requests N] [--arrival uniform|poisson] [--smoke]
     verifier bench tradeoff [--base-url URL | --model MODEL] [--limit N] [--n 1,2,4]
         [--budgets 64,256] [--smoke]
-    verifier bench fake-verdict | judge-throughput | judgment-cache | logit-drift | mcq-audit |
-        mcq-throughput | mixed-load | process-modes | queue-latency | queue-overhead
-        [their own options]
+    verifier bench <script> [its own options]    one per name in SCRIPTS
 
-Each writes JSON (and the first two a PNG) under out/bench/ unless told otherwise.
+Each writes JSON (and the first two a PNG) under out/bench/ unless told otherwise. The
+script modules are imported only when their command runs (some pull in vLLM).
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import contextlib
 import importlib
+import importlib.util
+import inspect
 import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from tqdm import tqdm
 
-from service.bench import load, plots, tradeoff
-from service.bench.server import local_server
+from loadtests import load, plots, tradeoff
 from service.config import Settings
 
 bench_app = typer.Typer(
@@ -35,19 +38,28 @@ bench_app = typer.Typer(
 )
 
 OUT = Path("out/bench")
-# The older benchmarks keep their own argparse options; `verifier bench <name> --help` shows them.
-LEGACY = {
-    "fake-verdict": "fake_verdict",
-    "judge-throughput": "judge_throughput",
-    "judgment-cache": "judgment_cache",
-    "logit-drift": "logit_drift",
-    "mcq-audit": "mcq_audit",
-    "mcq-throughput": "mcq_throughput",
-    "mixed-load": "mixed_load",
-    "process-modes": "process_modes",
-    "queue-latency": "queue_latency",
-    "queue-overhead": "queue_overhead",
-}
+# The benchmarks that keep their own argparse options, by module: `verifier bench <module with
+# dashes>` runs each, and `verifier bench <name> --help` shows its options. The one registry:
+# the commands, `verifier bench --help` and the tests all read it.
+SCRIPTS: Final = (
+    "fake_verdict",
+    "judge_throughput",
+    "judgment_cache",
+    "logit_drift",
+    "mcq_audit",
+    "mcq_throughput",
+    "memory_soak",
+    "mixed_load",
+    "overload",
+    "process_modes",
+    "queue_latency",
+    "queue_overhead",
+    "redis_loss",
+    "redis_loss_http",
+    "remote_agreement",
+    "remote_engine",
+    "schema_fuzz",
+)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -191,7 +203,7 @@ def tradeoff_cmd(
             result = _run_tradeoff(base_url, cfg)
         else:
             typer.echo(f"starting verifier serve ({model or 'the embedded default model'})")
-            with local_server(model) as url:
+            with _local_server(model, output.with_suffix(".server.log")) as url:
                 result = _run_tradeoff(url, cfg)
     except (ValueError, OSError, RuntimeError) as exc:
         raise _fail(exc) from exc
@@ -199,6 +211,21 @@ def tradeoff_cmd(
     plots.plot_tradeoff(result, plot)
     typer.echo(tradeoff.table(result))
     typer.echo(f"wrote {output} and {plot}")
+
+
+@contextlib.contextmanager
+def _local_server(model: str | None, log: Path) -> Iterator[str]:
+    """``verifier serve`` of ``model`` (None: the embedded default) on a free loopback port
+    until the block ends; yields its URL once /ready answers."""
+    from loadtests.harness import ServerProcess, free_port, verifier
+
+    port = free_port()
+    env = {**os.environ, "VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port)}
+    if model:
+        env["VERIFIER_ENGINE__MODEL"] = model
+    url = f"http://127.0.0.1:{port}"
+    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
+        yield url
 
 
 def _run_tradeoff(url: str, cfg: tradeoff.TradeoffConfig) -> dict[str, Any]:
@@ -219,22 +246,45 @@ def _run_tradeoff(url: str, cfg: tradeoff.TradeoffConfig) -> dict[str, Any]:
             bar.close()
 
 
-def _legacy(name: str, module: str) -> None:
-    def command(ctx: typer.Context) -> None:
-        target = importlib.import_module(f"loadtests.{module}")
-        sys.argv = [f"verifier bench {name}", *ctx.args]  # their argparse reads sys.argv
-        asyncio.run(target.main())
+def _summary(module: str) -> str:
+    """The first line of a benchmark's docstring, read without importing it (the import
+    pulls in vLLM for some)."""
+    spec = importlib.util.find_spec(f"loadtests.{module}")
+    if spec is None or spec.origin is None:
+        raise LookupError(f"loadtests.{module} is in SCRIPTS but not in the package")
+    doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8")))
+    return " ".join((doc or module).split("\n\n")[0].split())
 
-    command.__doc__ = f"loadtests/{module}.py (its options: verifier bench {name} --help)."
+
+def run_script(module: str, args: list[str]) -> int:
+    """Run loadtests.<module>'s main() with ``args`` as its command line; its exit code."""
+    target = importlib.import_module(f"loadtests.{module}")
+    name = module.replace("_", "-")
+    sys.argv = [f"verifier bench {name}", *args]  # their argparse reads sys.argv
+    result = target.main()
+    if inspect.iscoroutine(result):
+        result = asyncio.run(result)
+    return int(result or 0)
+
+
+def _script_command(module: str) -> None:
+    name = module.replace("_", "-")
+
+    def command(ctx: typer.Context) -> None:
+        code = run_script(module, list(ctx.args))
+        if code:
+            raise typer.Exit(code)
+
     bench_app.command(
         name,
+        help=f"{_summary(module)} Options: verifier bench {name} --help.",
         context_settings={
             "allow_extra_args": True,
             "ignore_unknown_options": True,
-            "help_option_names": [],
+            "help_option_names": [],  # --help goes to the script's own argparse
         },
     )(command)
 
 
-for _name, _module in LEGACY.items():
-    _legacy(_name, _module)
+for _module in SCRIPTS:
+    _script_command(_module)

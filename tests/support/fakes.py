@@ -17,16 +17,22 @@ rendered and counted as in production) and scripted numbers instead of a model:
 
 Every request is recorded in ``requests`` as ``(kind, prompt_ids)``; ``fail`` makes every
 method raise it.
+
+`CountingEngine` is smaller: it scores a call from its prompt ids alone, for the judgment
+cache's tests (unit, and integration against Redis).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from typing import Any
 
 from service.engine import base
+from service.engine.base import JudgeCall, JudgeResult, ModelInfo, TokenUsage
 from service.engine.judging import fill_slots, judge_one
 from service.scoring.tokenizer import Tokenizer, encode
 
@@ -156,3 +162,38 @@ class FakeEngine:
 def sigmoid(x: float) -> float:
     """Written out here, not imported: the tests compare the service's scores with it."""
     return 1.0 / (1.0 + math.exp(-x))
+
+
+# --- a counting engine: numbers from the prompt ids alone (the judgment cache's tests) ---
+
+INFO = ModelInfo(name="m", path="/m", max_model_len=4096, device="cpu", dtype="float32")
+
+
+class CountingEngine:
+    """Scores a call as sum(prompt_ids)/7 (+ a draw when sampled); counts what it scored."""
+
+    def __init__(self, delay: float = 0.0, fail: bool = False) -> None:
+        self.scored: list[JudgeCall] = []
+        self.delay = delay
+        self.fail = fail
+        self.draws = 0
+
+    def model_info(self) -> ModelInfo:
+        return INFO
+
+    async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
+        await asyncio.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("engine down")
+        self.scored.extend(calls)
+        out = []
+        for c in calls:
+            self.draws += 1
+            noise = self.draws * 1e-3 if c.temperature > 0 else 0.0
+            usage = TokenUsage(prompt_tokens=len(c.prompt_ids), generated_tokens=1, engine_calls=1)
+            out.append(JudgeResult(logit=sum(c.prompt_ids) / 7 + noise, usage=usage))
+        return out
+
+
+def call(*ids: int, **kw: Any) -> JudgeCall:
+    return JudgeCall(prompt_ids=list(ids), verdict_ids=[9], **kw)

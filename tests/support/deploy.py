@@ -22,7 +22,7 @@ from service.config import Settings
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = ROOT / "k8s"
-SCHEMAS = Path(__file__).resolve().parent / "schemas"
+SCHEMAS = ROOT / "tests" / "deploy" / "schemas"
 OVERLAYS = ("cpu", "gpu")
 # Kubernetes versions the manifests are checked against (kubernetes-validate ships 1.25-1.37):
 # 1.32, a release still in support by the large providers, and the newest one shipped.
