@@ -54,9 +54,7 @@ def usage(
 
 
 def test_sum_usage_adds_every_field() -> None:
-    total = sum_usage(
-        [models.Usage(**usage(10, 1, 4)), models.Usage(**usage(20, 2, 0, 3, hits=2))]
-    )
+    total = sum_usage([models.Usage(**usage(10, 1, 4)), models.Usage(**usage(20, 2, 0, 3, hits=2))])
     assert total == usage(30, 3, 4, 4, hits=2)
     assert sum_usage([]) == usage(0, 0, 0, 0)
 

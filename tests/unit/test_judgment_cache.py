@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
