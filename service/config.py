@@ -89,9 +89,9 @@ class OpenAIEngineSettings(SettingsGroup):
         "engine.model, else the embedded default (prompts are built here as token ids).",
     )
     timeout_s: float = Field(default=300.0, gt=0, description="Read timeout per call.")
-    connect_timeout_s: float = Field(default=5.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0, description="Connect timeout per call.")
     retries: int = Field(
-        default=4, ge=0, description="Retries on 429, 503 and connection errors (backoff)."
+        default=4, ge=0, description="Retries on 429, 502-504 and connection errors (backoff)."
     )
     max_connections: int = Field(default=256, ge=1, description="Concurrent calls to it.")
 
@@ -115,28 +115,32 @@ class EngineSettings(SettingsGroup):
         description="'auto': bfloat16 on a CPU with native bf16 (AVX512-BF16 or AMX), float32 "
         "on other CPUs (bf16 is emulated there, ~5x slower), the model's own on GPU.",
     )
-    max_model_len: int = Field(default=4096, ge=256)
+    max_model_len: int = Field(default=4096, ge=256, description="Context length in tokens.")
     enforce_eager: bool = Field(
         default=True, description="Eager starts in ~18 s; compiled in ~98 s but runs ~25% faster."
     )
-    enable_prefix_caching: bool = True
+    enable_prefix_caching: bool = Field(
+        default=True, description="vLLM prefix caching (process steps share their prefix)."
+    )
     block_size: int | None = Field(
         default=None,
         ge=1,
-        description="KV block size = prefix-cache granularity. None: 32 on CPU (vLLM's CPU "
+        description="KV block size = prefix-cache granularity. Unset: 32 on CPU (vLLM's CPU "
         "default of 128 made multi-step process scoring recompute ~1.5x a full pass instead "
         "of ~1.03x, and run 30% slower), vLLM's own default on GPU.",
     )
-    max_num_seqs: int = Field(default=256, ge=1)
-    seed: int = 0
+    max_num_seqs: int = Field(default=256, ge=1, description="vLLM's cap on sequences per batch.")
+    seed: int = Field(default=0, description="vLLM's seed.")
     # CPU-only knobs (ignored by GPU builds of vLLM).
     cpu_kvcache_gib: int = Field(default=2, ge=1, description="VLLM_CPU_KVCACHE_SPACE in GiB.")
     cpu_threads_bind: str = Field(
         default="all",
         description="'all' binds every core (vLLM's 'auto' left one of two idle), or a list '0-1'.",
     )
-    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1)
-    tensor_parallel_size: int = Field(default=1, ge=1)
+    gpu_memory_utilization: float = Field(
+        default=0.85, gt=0, le=1, description="GPU only: share of GPU memory vLLM may take."
+    )
+    tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per engine.")
 
 
 class LimitSettings(SettingsGroup):
@@ -144,11 +148,15 @@ class LimitSettings(SettingsGroup):
 
     max_text_chars: int = Field(default=32_000, ge=1, description="Per text field; over = 413.")
     max_body_bytes: int = Field(default=8_000_000, ge=1024, description="Whole body; over = 413.")
-    max_samples: int = Field(default=16, ge=1)
-    max_reasoning_tokens: int = Field(default=1024, ge=1)
+    max_samples: int = Field(default=16, ge=1, description="Sampled rationales per judgment.")
+    max_reasoning_tokens: int = Field(
+        default=1024, ge=1, description="Rationale budget per sample (reasoning_tokens)."
+    )
     max_steps: int = Field(default=128, ge=1, description="Steps per response.")
     max_documents: int = Field(default=512, ge=1, description="Responses per score/rerank.")
-    request_timeout_s: float = Field(default=300.0, gt=0)
+    request_timeout_s: float = Field(
+        default=300.0, gt=0, description="Per-request deadline; over = 504, the job is cancelled."
+    )
 
 
 class QueueSettings(SettingsGroup):
@@ -166,7 +174,9 @@ class QueueSettings(SettingsGroup):
     )
     batch_wait_ms: int = Field(default=5, ge=0, description="Wait for more jobs after the first.")
     max_queue_depth: int = Field(default=1024, ge=1, description="Above it: 429 + Retry-After.")
-    result_ttl_s: int = Field(default=600, ge=1)
+    result_ttl_s: int = Field(
+        default=600, ge=1, description="How long results and idempotency records are kept."
+    )
     claim_idle_ms: int = Field(default=30_000, ge=100, description="Reclaim jobs idle this long.")
     max_deliveries: int = Field(default=3, ge=1, description="Then the job is dead-lettered.")
     worker_metrics_port: int | None = Field(
@@ -210,7 +220,7 @@ class QueueSettings(SettingsGroup):
 class CacheSettings(SettingsGroup):
     """The judgment cache (Redis when VERIFIER_REDIS_URL is set, else in the worker's memory)."""
 
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="Answer identical judgments once.")
     ttl_s: int = Field(default=3600, ge=1, description="How long a judgment is kept.")
     max_entries: int = Field(default=100_000, ge=1, description="Oldest evicted beyond this.")
 
@@ -218,7 +228,9 @@ class CacheSettings(SettingsGroup):
 class AuthSettings(SettingsGroup):
     """API-key authentication (``VERIFIER_AUTH__ENABLED=true``)."""
 
-    enabled: bool = False
+    enabled: bool = Field(
+        default=False, description="Bearer API keys on every route but /health and /ready."
+    )
     default_window_s: int = Field(default=3600, ge=1, description="Quota window of new keys.")
 
 
@@ -231,8 +243,12 @@ class RewardSettings(SettingsGroup):
         "= the chat template's assistant marker. A query that starts with its prompt is cut "
         "there first.",
     )
-    mode: Literal["direct", "reasoning"] = "direct"
-    reasoning_tokens: int = Field(default=256, ge=1)
+    mode: Literal["direct", "reasoning"] = Field(
+        default="direct", description="How each query is judged."
+    )
+    reasoning_tokens: int = Field(
+        default=256, ge=1, description="Rationale budget in reasoning mode."
+    )
 
 
 class Settings(BaseSettings):
@@ -245,15 +261,24 @@ class Settings(BaseSettings):
         extra="ignore",
     )
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    model_cache: Path = Field(default_factory=_default_cache)
+    host: str = Field(default="127.0.0.1", description="Bind address.")
+    port: int = Field(default=8000, ge=0, le=65535, description="HTTP port.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Log level."
+    )
+    model_cache: Path = Field(
+        default_factory=_default_cache,
+        description="Prepared models (models/) and vLLM's compile cache (vllm/).",
+    )
     data_dir: Path = Field(
         default=PROJECT_DATA,
         description="Public data sets of the evals, benchmarks and tests (data/SOURCES.md).",
     )
-    redis_url: str | None = None
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis: queue (Streams), keys, quotas, calibrations, judgment cache; "
+        "unset = the local queue in one process.",
+    )
     redis: RedisSettings = Field(default_factory=RedisSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
