@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from tests.fakes import FakeEngine
 
 from service.api.deps import AppState
 from service.app import create_app
@@ -20,6 +19,7 @@ from service.queue.local import LocalQueue
 from service.queue.worker import Worker
 from service.serving.handler import JobRunner
 from service.serving.services import Services
+from tests.support.fakes import FakeEngine
 
 Q = "What is 3 * (2 + 4)?"
 DOCS = ["2 + 4 = 6, and 3 * 6 = 18.", "18"]
