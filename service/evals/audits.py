@@ -84,6 +84,7 @@ async def run_popmcq(
     calibration_ratio: float = 0.2,
     limit: int | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    lambda_fit: str = "question_free",
 ) -> dict[str, Any]:
     items, skipped = read_pool(data)
     if limit is not None:
@@ -97,6 +98,7 @@ async def run_popmcq(
         "strategies": list(strategies),
         "seed": seed,
         "calibration_ratio": calibration_ratio,
+        "lambda_fit": lambda_fit,
     }
     start = time.perf_counter()
     async with open_client(url, 1, transport) as client:
