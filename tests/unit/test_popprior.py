@@ -1,4 +1,4 @@
-"""PopDebias' lambda estimators (docs/methods.md B.5): never a negative lambda that flips answers."""
+"""PopDebias' lambda estimators (docs/methods.md B.5): no negative lambda that flips answers."""
 
 from __future__ import annotations
 
