@@ -85,6 +85,7 @@ async def run_popmcq(
     limit: int | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     lambda_fit: str = "question_free",
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     items, skipped = read_pool(data)
     if limit is not None:
@@ -101,7 +102,7 @@ async def run_popmcq(
         "lambda_fit": lambda_fit,
     }
     start = time.perf_counter()
-    async with open_client(url, 1, transport) as client:
+    async with open_client(url, 1, transport, timeout_s) as client:
         result = (await client.popmcq(**body)).model_dump(mode="json")
     result["skipped_rows"] = [{"row": s.row, "reason": s.reason} for s in skipped]
     result["wall_s"] = time.perf_counter() - start

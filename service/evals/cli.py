@@ -63,6 +63,15 @@ ConcurrencyOpt = Annotated[
     int, typer.Option("--concurrency", min=1, help="Requests in flight at most.")
 ]
 UrlOpt = Annotated[str, typer.Option("--url", help="Base URL of the service.")]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=1.0,
+        help="Read timeout per request, seconds (default 330); for a slow judge, with the "
+        "server's VERIFIER_LIMITS__REQUEST_TIMEOUT_S raised to match.",
+    ),
+]
 OutputOpt = Annotated[Path, typer.Option("--output", help="Where to write the result JSON.")]
 
 
@@ -295,6 +304,7 @@ def mcq_cmd(
     ] = 0.05,
     seed: Annotated[int, typer.Option("--seed", help="Shuffle seed of the split.")] = 0,
     lambda_fit: LambdaFitOpt = "question_free",
+    timeout: TimeoutOpt = None,
     concurrency: ConcurrencyOpt = 8,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
@@ -317,6 +327,7 @@ def mcq_cmd(
             concurrency,
             progress=progress,
             lambda_fit=lambda_fit,
+            timeout_s=timeout,
         )
 
     _run("mcq", job, output, mcq_rows)
@@ -379,6 +390,7 @@ def popmcq_cmd(
     ] = 0.2,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     lambda_fit: LambdaFitOpt = "question_free",
+    timeout: TimeoutOpt = None,
     limit: LimitOpt = None,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
@@ -398,6 +410,7 @@ def popmcq_cmd(
                 calibration_ratio=calib_ratio,
                 limit=limit,
                 lambda_fit=lambda_fit,
+                timeout_s=timeout,
             )
         )
     except (ValueError, OSError, VerifierError, httpx.HTTPError) as exc:

@@ -171,6 +171,7 @@ async def run_mcq(
     progress: ProgressFn | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     lambda_fit: str = "question_free",
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
@@ -183,7 +184,7 @@ async def run_mcq(
     calib, scored = split_calibration(items, calib_ratio, seed)
     start = time.perf_counter()
     results: dict[str, Any] = {}
-    async with open_client(url, concurrency, transport) as client:
+    async with open_client(url, concurrency, transport, timeout_s) as client:
         for method in methods:
             results[method] = await run_method(client, method, calib, scored, progress, lambda_fit)
     return {
