@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -96,6 +97,24 @@ def models_prepare(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(str(path))
+
+
+@models_app.command("convert")
+def models_convert(
+    gguf_file: Annotated[Path, typer.Argument(help="A GGUF file with a chat template.")],
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write the model into.")],
+    force: Annotated[bool, typer.Option(help="Replace OUT_DIR if it is not empty.")] = False,
+) -> None:
+    """Convert a GGUF into a folder for VERIFIER_ENGINE__MODEL (dequantized, bf16)."""
+    from service.engine.models import ModelPreparationError, convert_gguf
+
+    _logging("INFO")
+    try:
+        path = convert_gguf(gguf_file, out_dir, force=force)
+    except (ModelPreparationError, ValueError, OSError) as exc:  # ValueError: architecture
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"converted into {path}; serve it with VERIFIER_ENGINE__MODEL={path}")
 
 
 keys_app = typer.Typer(no_args_is_help=True, help="API keys (stored hashed in Redis).")

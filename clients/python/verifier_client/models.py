@@ -866,6 +866,10 @@ class CalibrationRequest(BaseModel):
     POST /v1/mcq/calibrations: fit a debiasing method on unlabelled items.
     """
 
+    answers: Annotated[list[int] | None, Field(title="Answers")] = None
+    """
+    lambda_fit='grid': the index of the right option of each item (labels of the calibration items only).
+    """
     bin_edges: Annotated[list[float], Field(title="Bin Edges")] = [0.3, 0.7]
     """
     popdebias_binned: upper edges of the popularity bins.
@@ -881,6 +885,12 @@ class CalibrationRequest(BaseModel):
     k: Annotated[K3 | None, Field(title="K")] = None
     """
     contextual without items: the number of options.
+    """
+    lambda_fit: Annotated[Literal["question_free", "items", "grid"], Field(title="Lambda Fit")] = (
+        "question_free"
+    )
+    """
+    popdebias and popdebias_binned: which reads fit the prior (docs/methods.md B.5). question_free: the items with their question hidden, so knowing the answer cannot bend the fit; items: the items as asked, sound only when their distractors are drawn independently of popularity; grid (popdebias only): the lambda in [0, 10] with the best accuracy on the items, needs answers. A fitted lambda below 0 is applied as 0 and reported (lambda_raw, clipped).
     """
     max_eval_tokens: Annotated[MaxEvalTokens4 | None, Field(title="Max Eval Tokens")] = None
     """
@@ -1019,9 +1029,15 @@ class PopMCQRequest(BaseModel):
     """
     calibration_ratio: Annotated[float, Field(gt=0.0, lt=1.0, title="Calibration Ratio")] = 0.2
     """
-    Share of the kept questions that fit popdebias and pride (label-free); they are excluded from the scored items.
+    Share of the kept questions that fit popdebias and pride; they are excluded from the scored items.
     """
     items: Annotated[list[PoolItem], Field(min_length=2, title="Items")]
+    lambda_fit: Annotated[Literal["question_free", "items", "grid"], Field(title="Lambda Fit")] = (
+        "question_free"
+    )
+    """
+    How popdebias fits lambda on the calibration split (docs/methods.md B.5). question_free (label-free): S1-S5 items with their question hidden, so knowing the answer cannot bend the fit; items (label-free): the S1 items as asked, whose distractors are drawn independently of popularity; grid: the lambda in [0, 10] with the best accuracy on the calibration items (uses their labels). A fitted lambda below 0 is applied as 0 and reported (lambda_raw, clipped).
+    """
     max_eval_tokens: Annotated[MaxEvalTokens12 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.

@@ -1,0 +1,38 @@
+"""`verifier models convert`: refusals that must come before any dequantizing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from service.cli import app
+
+
+def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"PK\x03\x04 not a gguf")
+    result = CliRunner().invoke(app, ["models", "convert", str(fake), str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "is not a GGUF file" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_file_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["models", "convert", str(tmp_path / "nope.gguf"), str(tmp_path / "out")]
+    )
+    assert result.exit_code == 2
+    assert "no such file" in result.output
+
+
+def test_a_non_empty_output_folder_is_kept_without_force(tmp_path: Path) -> None:
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    result = CliRunner().invoke(app, ["models", "convert", str(gguf), str(out)])
+    assert result.exit_code == 2
+    assert "--force" in result.output
+    assert (out / "keep.txt").read_text() == "mine"
