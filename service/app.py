@@ -40,10 +40,12 @@ from service.queue.base import JobQueue
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
 from service.serving.cache import JudgmentStore, MemoryStore, RedisStore
+from service.serving.context import current_tenant
 from service.serving.handler import JobRunner
 from service.serving.services import Services
 from service.stores.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
 from service.stores.connection import connect
+from service.stores.tenants import DEFAULT_TENANT
 
 logger = logging.getLogger(__name__)
 
@@ -129,11 +131,16 @@ async def start_services(
     if store is not None and metrics is not None:
         metrics.watch_cache(store)
     services = Services.build(engine, settings.model_name, store, calibrations, settings.reward)
+    # The probe runs outside any job, so it names its tenant as a job would (the tenant has no
+    # default: a job path that forgets to set it must fail, not share another tenant's state).
+    token = current_tenant.set(DEFAULT_TENANT)
     try:
         probe = await services.outcome.judge(PROBE.model_copy(update={"cache": False}))
     except Exception:
         await services.close()
         raise
+    finally:
+        current_tenant.reset(token)
     logger.info("engine ready; probe score %.4f", probe.score)
     return services
 

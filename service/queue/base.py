@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.errors import InvalidRequest, ServiceError
 from service.protocol.jobs import JobKind
-from service.stores.tenants import check_tenant
+from service.stores.tenants import DEFAULT_TENANT, check_tenant
 
 
 def new_job_id() -> str:
@@ -58,7 +58,7 @@ class Job(_WireModel):
     kind: JobKind
     payload: dict[str, Any]
     deadline: float
-    tenant: str = "default"
+    tenant: str = DEFAULT_TENANT
     est_tokens: int = 0
     enqueued_at: float = Field(default_factory=time.time)
 

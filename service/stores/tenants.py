@@ -12,6 +12,8 @@ import threading
 
 from service.errors import InvalidRequest
 
+# The tenant of requests without an API key (auth off) and of the engine's startup probe.
+DEFAULT_TENANT = "default"
 TENANT_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # Tenants past this many distinct names share one metric label: a label value is a time series
 # kept for the life of the process, so label values must come from a bounded set.
