@@ -3,6 +3,7 @@ against the session's real server. TRL, verl and OpenRLHF are not installed."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import Any
 
@@ -10,6 +11,7 @@ import httpx
 import pytest
 import verifier_client as vc
 from verifier_client.trl import reward_function
+from verifier_client import verl
 from verifier_client.verl import compute_score
 
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
@@ -121,19 +123,25 @@ async def test_trl_async_reward_function_is_awaited(server: Any) -> None:
 async def test_verl_compute_score_as_verl_calls_it(server: Any) -> None:
     assert inspect.iscoroutinefunction(compute_score)
     reward_kwargs = {"base_url": server.url, "mode": "direct"}
-    result = await compute_score(
-        "openai/gsm8k", RIGHT, "72", {"question": QUESTION, "split": "train"}, **reward_kwargs
-    )
+    try:
+        result = await compute_score(
+            "openai/gsm8k", RIGHT, "72", {"question": QUESTION, "split": "train"}, **reward_kwargs
+        )
+        # verl's naive/batch managers pass keyword arguments too.
+        again = await compute_score(
+            data_source="openai/gsm8k",
+            solution_str=WRONG,
+            ground_truth="72",
+            extra_info={"question": QUESTION},
+            **reward_kwargs,
+        )
+        # both samples went through one kept client
+        assert len(verl._clients[asyncio.get_running_loop()]) == 1
+    finally:
+        await verl.aclose()
+    assert asyncio.get_running_loop() not in verl._clients
     assert result["score"] == pytest.approx(outcome_scores(server.url, [(QUESTION, RIGHT)])[0])
     assert result["judged"] == 1.0
-    # verl's naive/batch managers pass keyword arguments too.
-    again = await compute_score(
-        data_source="openai/gsm8k",
-        solution_str=WRONG,
-        ground_truth="72",
-        extra_info={"question": QUESTION},
-        **reward_kwargs,
-    )
     assert again["score"] == pytest.approx(outcome_scores(server.url, [(QUESTION, WRONG)])[0])
 
 

@@ -12,6 +12,7 @@ for that sample); async reward functions are awaited. Prompts and completions ar
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -59,6 +60,10 @@ def reward_function(
         ]
         return [job.result() for job in jobs]
 
+    # The connections and threads live as long as the function; they close with it, not at
+    # the interpreter's exit.
+    weakref.finalize(verifier_reward, client.close)
+    weakref.finalize(verifier_reward, pool.shutdown, wait=False)
     return verifier_reward
 
 
@@ -71,16 +76,18 @@ def _async_reward(
     opts: dict[str, Any],
     judge_options: dict[str, Any],
 ) -> AsyncReward:
-    # One client per event loop: an httpx.AsyncClient must not cross loops.
-    clients: dict[int, AsyncClient] = {}
-
     async def verifier_reward(
         prompts: Sequence[Prompt], completions: Sequence[Prompt], **_: Any
     ) -> list[float | None]:
-        loop = id(asyncio.get_running_loop())
-        client = clients.get(loop) or clients.setdefault(
-            loop, AsyncClient(base_url, api_key=api_key, **opts)
-        )
+        # TRL calls this once per batch, so a client per call costs one connection setup per
+        # batch; it is closed before the call returns, whichever loop TRL awaits it on (an
+        # httpx.AsyncClient must not outlive or cross its loop).
+        async with AsyncClient(base_url, api_key=api_key, **opts) as client:
+            return await _score_batch(client, prompts, completions)
+
+    async def _score_batch(
+        client: AsyncClient, prompts: Sequence[Prompt], completions: Sequence[Prompt]
+    ) -> list[float | None]:
         slots = asyncio.Semaphore(concurrency)
 
         async def one(prompt: Prompt, completion: Prompt) -> float | None:

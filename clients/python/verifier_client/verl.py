@@ -10,27 +10,43 @@ way to reach a remote verifier). Configure it with
 
 The question is read from ``extra_info["question"]`` (verl's GSM8K/MATH preprocessing puts it
 there), else ``extra_info["prompt"]``; ``ground_truth`` is not needed by the judge.
+
+verl calls ``compute_score`` once per sample, so the connections are kept, one client per
+event loop and service. ``await aclose()`` closes the running loop's clients; call it before
+that loop ends (a loop that ends first leaves their sockets to the garbage collector).
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 from verifier_client._client import AsyncClient
 from verifier_client._rl import Method, Mode, question_of, score_async
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-_clients: dict[tuple[int, str, str | None], AsyncClient] = {}
+# Keyed by the loop itself, weakly: a new loop that reuses a dead one's id() must not get the
+# dead loop's client.
+_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, str | None], AsyncClient]
+] = weakref.WeakKeyDictionary()
 
 
 def _client(base_url: str, api_key: str | None) -> AsyncClient:
-    """One client per event loop and service: verl calls this once per sample."""
-    key = (id(asyncio.get_running_loop()), base_url, api_key)
-    client = _clients.get(key)
+    """One client per event loop and service."""
+    mine = _clients.setdefault(asyncio.get_running_loop(), {})
+    client = mine.get((base_url, api_key))
     if client is None:
-        client = _clients[key] = AsyncClient(base_url, api_key=api_key)
+        client = mine[(base_url, api_key)] = AsyncClient(base_url, api_key=api_key)
     return client
+
+
+async def aclose() -> None:
+    """Close the running loop's clients (the next ``compute_score`` opens new ones)."""
+    mine = _clients.pop(asyncio.get_running_loop(), {})
+    for client in mine.values():
+        await client.aclose()
 
 
 def _question(extra_info: dict[str, Any] | None) -> str:
