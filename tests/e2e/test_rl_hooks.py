@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 import verifier_client as vc
-from verifier_client.trl import reward_function
 from verifier_client import verl
+from verifier_client.trl import reward_function
 from verifier_client.verl import compute_score
 
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
