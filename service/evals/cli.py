@@ -262,6 +262,41 @@ def bestofn_cmd(
     _run("bestofn", job, output, bestofn_rows)
 
 
+def reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Table rows of a rule-verification result."""
+    names = ("n", "decided_share", "accuracy", "accuracy_decided", "precision", "recall")
+    rows = [(name, fmt(result[name], 4)) for name in names]
+    rows += [(f"reason {k}", fmt(v)) for k, v in sorted(result["reasons"].items())]
+    rows += [
+        ("disagreements", fmt(result["n_disagreements"])),
+        ("engine calls, tokens", "0, 0"),
+        ("checks / s", fmt(result["checks_per_s"], 1)),
+    ]
+    return rows
+
+
+@eval_app.command("reference")
+def reference_cmd(
+    output: OutputOpt,
+    data: DataOpt = None,
+    limit: LimitOpt = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Rule-check processes.")] = 2,
+    check_timeout: Annotated[
+        float, typer.Option("--check-timeout", min=0.1, help="Seconds per rule check.")
+    ] = 2.0,
+) -> None:
+    """Rule verification (math-verify) of GSM8K's labelled solutions against their references:
+    accuracy, precision, recall and the share decided (docs/methods.md E). Needs no server."""
+    from service.evals import reference
+
+    path = resolve_data(data, reference.DEFAULT_FILE)
+
+    def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+        return reference.run_reference(path, limit, workers, check_timeout, progress=progress)
+
+    _run("reference", job, output, reference_rows)
+
+
 def mcq_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Per method: accuracy, chance, RStd, cost per item and the letters it picks."""
     rows = [

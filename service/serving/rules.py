@@ -1,0 +1,74 @@
+"""Rule checks under a hard timeout, off the event loop (docs/methods.md E).
+
+math-verify can run without bound on a pathological expression (a huge power, deep nesting)
+and its own timeout uses SIGALRM, which works only on a process's main thread. Each check runs
+in a pebble process pool instead: a check over its deadline has its worker killed and
+replaced, and comes back undecided ("timeout"); other checks keep running on the other workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from types import TracebackType
+
+from pebble import ProcessPool
+
+from service.scoring.answers import RuleCheck, check
+
+
+class RuleVerifier:
+    """A pool of rule-check processes; use as a context manager (or call ``close``)."""
+
+    def __init__(self, workers: int = 2, timeout_s: float = 2.0, max_tasks: int = 2000) -> None:
+        if workers < 1 or timeout_s <= 0:
+            raise ValueError("workers must be >= 1 and timeout_s > 0")
+        self.timeout_s = timeout_s
+        # spawn: the parent runs threads (an engine, an event loop) that fork would copy
+        # mid-state; max_tasks recycles a worker whose sympy caches have grown
+        self._pool = ProcessPool(
+            max_workers=workers,
+            max_tasks=max_tasks,
+            context=multiprocessing.get_context("spawn"),
+        )
+
+    def check_sync(self, response: str, reference: str) -> RuleCheck:
+        future = self._pool.schedule(check, (response, reference), timeout=self.timeout_s)
+        return _outcome(future)
+
+    async def check(self, response: str, reference: str) -> RuleCheck:
+        future = self._pool.schedule(check, (response, reference), timeout=self.timeout_s)
+        # wait() does not raise: _outcome turns each failure into a reason
+        await asyncio.wait([asyncio.wrap_future(future)])
+        return _outcome(future)
+
+    async def check_many(self, pairs: Sequence[tuple[str, str]]) -> list[RuleCheck]:
+        return list(await asyncio.gather(*(self.check(r, ref) for r, ref in pairs)))
+
+    def close(self) -> None:
+        self._pool.stop()
+        self._pool.join(timeout=10)
+
+    def __enter__(self) -> RuleVerifier:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _outcome(future: Future[RuleCheck]) -> RuleCheck:
+    try:
+        result = future.result()
+    except FutureTimeout:
+        return RuleCheck(None, None, None, "timeout")
+    except Exception:  # noqa: BLE001 - a crashed or failed check is undecided, never a 500
+        return RuleCheck(None, None, None, "error")
+    return result
