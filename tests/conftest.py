@@ -11,6 +11,7 @@ so a new test cannot slip a minute-long engine start into the fast tier unnotice
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -119,6 +120,16 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
         return (yield)
     finally:
         _current.pop()
+
+
+@pytest.fixture(autouse=True)
+def _collect_what_the_test_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Engine-tier tests only: collect garbage at each one's teardown, so that a socket or
+    transport a test left open fails that test (warnings are errors), not whichever later test
+    the collector happens to run in."""
+    yield
+    if request.node.get_closest_marker("engine") is not None:
+        gc.collect()
 
 
 # Property tests check logic, not speed: hypothesis' 200 ms per-example deadline failed them

@@ -235,11 +235,13 @@ def test_duplicate_candidates_are_judged_once(server: Any) -> None:
 def test_cohere_sdk_round_trip(server: Any) -> None:
     import cohere
 
-    co = cohere.ClientV2(api_key="unused", base_url=server.url)
     docs = ["The capital of France is Paris.", "Paris is in Germany.", "I like cheese."]
-    resp = co.rerank(
-        model="verifier", query="What is the capital of France?", documents=docs, top_n=2
-    )
+    # the SDK's own connections are closed here, not left to the garbage collector
+    with httpx.Client(timeout=300) as http:
+        co = cohere.ClientV2(api_key="unused", base_url=server.url, httpx_client=http)
+        resp = co.rerank(
+            model="verifier", query="What is the capital of France?", documents=docs, top_n=2
+        )
     assert len(resp.results) == 2
     assert resp.results[0].relevance_score >= resp.results[1].relevance_score
     assert {r.index for r in resp.results} <= {0, 1, 2}
