@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from service.cli import app
+from service.engine.models import find_gguf
 
 
 def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
@@ -36,3 +40,29 @@ def test_a_non_empty_output_folder_is_kept_without_force(tmp_path: Path) -> None
     assert result.exit_code == 2
     assert "--force" in result.output
     assert (out / "keep.txt").read_text() == "mine"
+
+
+# Slow for the fast tier (a 96 MB copy and a tokenizer read from it), so it runs with the
+# engine tier, though it starts no engine.
+@pytest.mark.engine
+def test_a_gguf_without_a_chat_template_is_refused(tmp_path: Path) -> None:
+    # The default model's own GGUF with its chat template removed, by gguf's own tool.
+    bare = tmp_path / "bare.gguf"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gguf.scripts.gguf_new_metadata",
+            "--remove-metadata",
+            "tokenizer.chat_template",
+            "--force",
+            str(find_gguf()),
+            str(bare),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    result = CliRunner().invoke(app, ["models", "convert", str(bare), str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "carries no chat template" in result.output
+    assert not any((tmp_path / "out").glob("*.safetensors"))
