@@ -269,7 +269,7 @@ def reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     rows += [(f"reason {k}", fmt(v)) for k, v in sorted(result["reasons"].items())]
     rows += [
         ("disagreements", fmt(result["n_disagreements"])),
-        ("engine calls, tokens", "0, 0"),
+        ("engine calls, tokens", f"{result['engine_calls']}, {result['tokens']}"),
         ("checks / s", fmt(result["checks_per_s"], 1)),
     ]
     return rows

@@ -77,7 +77,6 @@ async def run_reference(
         for c in item.candidates
     ]
     rows: list[dict[str, Any]] = []
-    started = time.monotonic()
     with RuleVerifier(workers=workers, timeout_s=timeout_s) as verifier:
         verifier.check_sync("warm up", "1")  # the workers' imports are not the checks' time
         started = time.monotonic()

@@ -1,4 +1,4 @@
-"""Rule verification of a final answer against a reference (docs/methods.md D).
+"""Rule verification of a final answer against a reference (docs/methods.md E).
 
 Extraction is ours (the answer forms responses end with); equivalence is math-verify's
 (fractions, decimals, percentages, units, sets, intervals, LaTeX vs plain). Pure and
