@@ -130,7 +130,9 @@ async def start_services(
     store = make_judgment_store(settings, redis)
     if store is not None and metrics is not None:
         metrics.watch_cache(store)
-    services = Services.build(engine, settings.model_name, store, calibrations, settings.reward)
+    services = Services.build(
+        engine, settings.model_name, store, calibrations, settings.reward, settings.rules
+    )
     # The probe runs outside any job, so it names its tenant as a job would (the tenant has no
     # default: a job path that forgets to set it must fail, not share another tenant's state).
     token = current_tenant.set(DEFAULT_TENANT)

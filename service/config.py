@@ -251,6 +251,17 @@ class RewardSettings(SettingsGroup):
     )
 
 
+class RuleSettings(SettingsGroup):
+    """The rule verifier (docs/methods.md E): answers compared with a reference, off the loop."""
+
+    workers: int = Field(
+        default=2, ge=1, description="Rule-check processes per worker (started at first use)."
+    )
+    timeout_s: float = Field(
+        default=2.0, gt=0, description="Per-check deadline; over it the check is undecided."
+    )
+
+
 class Settings(BaseSettings):
     """Every setting of the service. See the README's settings table."""
 
@@ -286,6 +297,7 @@ class Settings(BaseSettings):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     reward: RewardSettings = Field(default_factory=RewardSettings)
+    rules: RuleSettings = Field(default_factory=RuleSettings)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from service.config import LimitSettings
 from service.errors import InvalidRequest, PayloadTooLarge
 from service.protocol import JudgeOptions, ScoreOptions
+from service.protocol.judge import ReferenceOptions
 
 
 def check_texts(limits: LimitSettings, **texts: str) -> None:
@@ -15,6 +16,21 @@ def check_texts(limits: LimitSettings, **texts: str) -> None:
                 f"{name} has {len(text)} characters, over the limit of {limits.max_text_chars} "
                 "(VERIFIER_LIMITS__MAX_TEXT_CHARS)"
             )
+
+
+def check_reference_texts(limits: LimitSettings, **texts: str | None) -> None:
+    """A reference or criteria over the text limit is a 422 naming the field (a reference is
+    refused as invalid, not as a large payload: it is one field of a judging request)."""
+    for name, text in texts.items():
+        if text is not None and len(text) > limits.max_text_chars:
+            raise InvalidRequest(
+                f"{name} has {len(text)} characters, over the limit of {limits.max_text_chars} "
+                "(VERIFIER_LIMITS__MAX_TEXT_CHARS); send the final answer or a shorter solution"
+            )
+
+
+def check_reference(limits: LimitSettings, req: ReferenceOptions) -> None:
+    check_reference_texts(limits, reference=req.reference, criteria=req.criteria)
 
 
 def check_many(limits: LimitSettings, name: str, texts: list[str]) -> None:
@@ -58,4 +74,5 @@ def check_documents(
     check_counts(limits, documents=len(texts), max_steps=opts.max_steps)
     check_texts(limits, question=question)
     check_many(limits, "documents", texts)
+    check_reference(limits, opts)
     check_judge_options(limits, opts)

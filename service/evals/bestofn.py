@@ -107,8 +107,9 @@ async def score_item(
 
 
 def final_scores(res: ScoreResponse, n: int) -> list[float]:
-    """`results[i].final` by candidate index (results may come in any order)."""
-    by_index = {r.index: r.final for r in res.results}
+    """`results[i].final` by candidate index (results may come in any order); an undecided
+    rule-only result (final null) counts as 0."""
+    by_index = {r.index: r.final or 0.0 for r in res.results}
     if sorted(by_index) != list(range(n)):
         raise ValueError(f"/v1/score returned indices {sorted(by_index)} for {n} responses")
     return [by_index[i] for i in range(n)]

@@ -57,7 +57,71 @@ class JudgeOptions(BudgetOptions):
         return 0.0 if self.samples == 1 else 0.7
 
 
-class OutcomeRequest(JudgeOptions):
+VerifierKind = Literal["model", "rule", "hybrid"]
+RuleReason = Literal[
+    "equivalent",
+    "not_equivalent",
+    "no_answer",
+    "unparsable_answer",
+    "unparsable_reference",
+    "timeout",
+    "error",
+]
+
+
+class ReferenceOptions(ServiceModel):
+    """Verification against a reference (docs/methods.md E): rules first, the model for the rest."""
+
+    reference: str | None = Field(
+        default=None,
+        description="The gold answer, or a reference solution (its final answer is compared).",
+    )
+    criteria: str | None = Field(
+        default=None, description="What counts as correct (rubric text); shown to the model."
+    )
+    verifier: VerifierKind | None = Field(
+        default=None,
+        description="model: the model judges (with the reference in its prompt, if given); "
+        "rule: the answer is compared with the reference by rule, no engine call (undecided = "
+        "score null); hybrid: the rule where it decides, else the model. Default: hybrid with "
+        "a reference, model without.",
+    )
+
+    @field_validator("reference")
+    @classmethod
+    def _ref(cls, v: str | None) -> str | None:
+        return None if v is None else _non_blank(v, "reference")
+
+    @field_validator("criteria")
+    @classmethod
+    def _crit(cls, v: str | None) -> str | None:
+        return None if v is None else _non_blank(v, "criteria")
+
+    @model_validator(mode="after")
+    def _rule_needs_reference(self) -> ReferenceOptions:
+        if self.verifier in ("rule", "hybrid") and self.reference is None:
+            raise ValueError(f"verifier={self.verifier!r} needs a reference: send `reference`")
+        return self
+
+    def resolved_verifier(self) -> VerifierKind:
+        if self.verifier is not None:
+            return self.verifier
+        return "hybrid" if self.reference is not None else "model"
+
+
+class RuleInfo(BaseModel):
+    """What the rule verifier saw: the answer it extracted, the reference answer, its decision."""
+
+    extracted: str | None = Field(description="The response's final answer, as extracted.")
+    reference: str | None = Field(description="The reference's answer, as read.")
+    equivalent: bool | None = Field(description="null: the rule could not decide (see reason).")
+    reason: RuleReason
+
+
+DecidedBy = Literal["rule", "model"]
+
+
+class OutcomeRequest(JudgeOptions, ReferenceOptions):
     """POST /v1/judge/outcome."""
 
     question: str = Field(description="The problem the response answers.")
@@ -89,11 +153,21 @@ class SampleJudgment(BaseModel):
 
 
 class _OutcomeFields(BaseModel):
-    score: float = Field(description="P(correct) = sigmoid(logit).")
-    logit: float = Field(description="logp('1') - logp('0'); for several samples logit(score).")
-    verdict: int = Field(description="1 if score >= 0.5 else 0.")
+    score: float | None = Field(
+        description="P(correct) = sigmoid(logit); a rule decision is 1 or 0; null when "
+        "verifier=rule could not decide."
+    )
+    logit: float | None = Field(
+        description="logp('1') - logp('0'); for several samples logit(score); null when no "
+        "model judged."
+    )
+    verdict: int | None = Field(description="1 if score >= 0.5 else 0; null with the score.")
     mode: JudgeMode
     model: str
+    decided_by: DecidedBy | None = Field(
+        default=None, description="rule or model; null when verifier=rule could not decide."
+    )
+    rule: RuleInfo | None = Field(default=None, description="The rule check, when one ran.")
     rationale: str | None = None
     samples: list[SampleJudgment] | None = None
 
@@ -149,8 +223,12 @@ class ProcessOptions(ServiceModel):
     max_steps: int = Field(default=64, ge=1)
 
 
-class ProcessRequest(JudgeOptions, ProcessOptions):
-    """POST /v1/judge/process. Give `steps` (used as given) or `response` (split)."""
+class ProcessRequest(JudgeOptions, ProcessOptions, ReferenceOptions):
+    """POST /v1/judge/process. Give `steps` (used as given) or `response` (split).
+
+    A `reference` (a reference solution or the gold answer) is context for every step's
+    judgment; steps are always judged by the model (a rule can check only a final answer).
+    """
 
     mode: ProcessMode = Field(  # type: ignore[assignment]
         default="direct",
@@ -189,7 +267,16 @@ class ProcessRequest(JudgeOptions, ProcessOptions):
             _non_blank(self.response, "response")
         if self.mode == "single_pass" and self.samples > 1:
             raise ValueError("single_pass reads exact label probabilities; use samples=1")
+        if self.verifier in ("rule", "hybrid"):
+            raise ValueError(
+                f"verifier={self.verifier!r}: process scores judge every step with the model, "
+                "and a rule can check only the final answer; use verifier='model' (the "
+                "reference is context for each step) or /v1/judge/outcome"
+            )
         return self
+
+    def resolved_verifier(self) -> VerifierKind:
+        return "model"
 
 
 class SplitInfo(BaseModel):
@@ -223,7 +310,7 @@ class ProcessResponse(Metered, _ProcessFields):
 ScoreMethod = Literal["outcome", "process", "fused"]
 
 
-class ScoreOptions(JudgeOptions, ProcessOptions):
+class ScoreOptions(JudgeOptions, ProcessOptions, ReferenceOptions):
     mode: ProcessMode = Field(  # type: ignore[assignment]
         default="direct",
         description="Judging mode; with single_pass the outcome part runs direct.",
@@ -237,6 +324,11 @@ class ScoreOptions(JudgeOptions, ProcessOptions):
     def _single_pass_samples(self) -> ScoreOptions:
         if self.mode == "single_pass" and self.samples > 1:
             raise ValueError("single_pass reads exact label probabilities; use samples=1")
+        if self.verifier == "rule" and self.method != "outcome":
+            raise ValueError(
+                f"verifier='rule' with method={self.method!r}: process scores need the model; "
+                "use method='outcome' or verifier='hybrid'"
+            )
         return self
 
 
@@ -263,9 +355,15 @@ class ScoreResult(BaseModel):
     index: int
     outcome: float | None = None
     process: float | None = None
-    final: float
+    final: float | None = Field(
+        description="The fused score; null only when verifier=rule could not decide (ranked last)."
+    )
     first_error_step: int | None = None
     n_steps: int | None = None
+    decided_by: DecidedBy | None = Field(
+        default=None, description="Who decided the outcome part: rule or model."
+    )
+    rule: RuleInfo | None = Field(default=None, description="The rule check, when one ran.")
 
 
 class _ScoreFields(BaseModel):
@@ -312,8 +410,12 @@ class RerankRequest(ScoreOptions):
 
 class RerankResult(BaseModel):
     index: int
-    relevance_score: float
+    relevance_score: float = Field(
+        description="The final score (0 when verifier=rule could not decide: ranked last)."
+    )
     document: RerankDocument | None = None
+    decided_by: DecidedBy | None = None
+    rule: RuleInfo | None = None
 
 
 class RerankMeta(BaseModel):

@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from service.protocol.base import BudgetInfo, JudgeMode, Metered, ServiceModel, Usage
+from service.protocol.base import BudgetInfo, JudgeMode, Metered, ServiceModel, Usage, _non_blank
+from service.protocol.judge import VerifierKind
 
 
 class RewardRequest(ServiceModel):
@@ -24,7 +25,10 @@ class RewardRequest(ServiceModel):
         description="The prompts, when sent: a query that starts with its prompt is cut there.",
     )
     labels: list[Any] = Field(
-        default_factory=list, description="Accepted and not used (the judge needs no reference)."
+        default_factory=list,
+        description="Query i's reference (the gold answer or a reference solution): a string "
+        "or a number; empty or null = none for that query (OpenRLHF sends '' without a label "
+        "key). A query with a reference is verified `hybrid` unless `verifier` says otherwise.",
     )
     separator: str | None = Field(
         default=None,
@@ -36,6 +40,14 @@ class RewardRequest(ServiceModel):
         default=None, ge=1, description="Default VERIFIER_REWARD__REASONING_TOKENS."
     )
     cache: bool = True
+    verifier: VerifierKind | None = Field(
+        default=None,
+        description="model | rule | hybrid for every query; default: hybrid for a query with "
+        "a reference, model without. rule needs every query's label.",
+    )
+    criteria: str | None = Field(
+        default=None, description="What counts as correct (rubric text), for every query."
+    )
 
     @model_validator(mode="after")
     def _lengths(self) -> RewardRequest:
@@ -44,14 +56,52 @@ class RewardRequest(ServiceModel):
                 f"prompts has {len(self.prompts)} items for {len(self.query)} queries; send one "
                 "per query or none"
             )
+        if self.labels and len(self.labels) != len(self.query):
+            raise ValueError(
+                f"labels has {len(self.labels)} items for {len(self.query)} queries; send one "
+                "per query or none"
+            )
+        refs = self.references()
+        if self.verifier in ("rule", "hybrid"):
+            missing = [i for i, r in enumerate(refs) if r is None]
+            if missing:
+                raise ValueError(
+                    f"verifier={self.verifier!r} needs a label for every query; "
+                    f"labels[{missing[0]}] is missing or empty"
+                )
+        if self.criteria is not None:
+            _non_blank(self.criteria, "criteria")
         return self
+
+    def references(self) -> list[str | None]:
+        """Query i's reference, or None (no label, an empty one, or null)."""
+        refs: list[str | None] = []
+        for i in range(len(self.query)):
+            label = self.labels[i] if self.labels else None
+            if label is None:
+                refs.append(None)
+            elif isinstance(label, bool) or not isinstance(label, str | int | float):
+                raise ValueError(
+                    f"labels[{i}] is {type(label).__name__}; a reference is a string or a number"
+                )
+            else:
+                text = str(label)
+                refs.append(text if text.strip() else None)
+        return refs
 
 
 class _RewardFields(BaseModel):
-    rewards: list[float] = Field(description="P(correct) of each response (= scores).")
+    rewards: list[float] = Field(
+        description="P(correct) of each response (= scores); a rule decision is 1 or 0; an "
+        "undecided rule-only check 0 (see extra_logs)."
+    )
     scores: list[float] = Field(description="P(correct) in [0, 1].")
     extra_logs: dict[str, list[float]] = Field(
-        default_factory=dict, description="Per query: `verifier_logit` (logp('1') - logp('0'))."
+        default_factory=dict,
+        description="Per query: `verifier_logit` (the model's logp('1') - logp('0'); +-1e4 "
+        "for a rule decision or an empty response; 0 undecided), `decided_by_rule` (1/0), "
+        "`rule_equivalent` (1/0; 0 also when undecided), `model_score` (the model's P(correct) "
+        "where it judged, 0 where it did not).",
     )
 
 

@@ -63,6 +63,7 @@ __all__ = [
     "SPLIT_COPY_EXTRA",
     "SPLIT_COPY_RATIO",
     "SPLIT_OVERHEAD",
+    "REFERENCE_OVERHEAD",
     "ZERO",
     "ESTIMATORS",
     "BudgetPlan",
@@ -112,6 +113,9 @@ AUDIT_OVERHEAD: Final = 130  # system, C.2 instruction, "ANSWER:"; measured <= 1
 TAG_OVERHEAD: Final = 150  # tagger system, trace tags, one label question, "Label: "; measured 128
 SINGLE_PASS_STEP_OVERHEAD: Final = 40  # user turn + step fence + "Verdict: 1"; measured <= 30
 SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
+# With a reference: the longer system text, the reference fence (and a criteria fence and
+# note), on top of the text's own tokens.
+REFERENCE_OVERHEAD: Final = 100  # measured 61, 86 with criteria (outcome and process)
 # The copy call's max_tokens (serving/process.py): the copy, its markers and an echoed fence.
 SPLIT_COPY_RATIO: Final = 1.25
 SPLIT_COPY_EXTRA: Final = 64
@@ -231,12 +235,29 @@ def _judging(req: OutcomeRequest | ProcessRequest | ScoreOptions) -> _Judging:
     return _Judging(mode=req.mode, samples=req.samples, reasoning_tokens=req.reasoning_tokens)
 
 
+def _reference(reference: str | None, criteria: str | None) -> int:
+    """What a reference adds to every prompt that shows it."""
+    if reference is None:
+        return 0
+    extra = estimate_text_tokens(criteria) if criteria is not None else 0
+    return REFERENCE_OVERHEAD + estimate_text_tokens(reference) + extra
+
+
+def _context(req: OutcomeRequest | ProcessRequest | ScoreOptions, question: str) -> int:
+    """Question and reference: the text every prompt of a request holds before its own."""
+    return estimate_text_tokens(question) + _reference(req.reference, req.criteria)
+
+
 def _outcome_request(req: OutcomeRequest) -> Estimate:
-    return _outcome(estimate_text_tokens(req.question), req.response, _judging(req))
+    # A rule check costs no tokens; hybrid is estimated as the model would cost (a bound: the
+    # quota is settled with what ran).
+    if req.resolved_verifier() == "rule":
+        return ZERO
+    return _outcome(_context(req, req.question), req.response, _judging(req))
 
 
 def _process_request(req: ProcessRequest) -> Estimate:
-    question = estimate_text_tokens(req.question)
+    question = _context(req, req.question)
     if req.steps is not None:
         return _steps(question, req.steps, _judging(req))
     assert req.response is not None  # the request model guarantees one of them
@@ -249,13 +270,13 @@ def _split_request(req: SplitRequest) -> Estimate:
 
 def _documents(opts: ScoreOptions, question: str, texts: Sequence[str]) -> Estimate:
     """/v1/score and rerank: outcome and/or process per document, as ``method`` says."""
-    q = estimate_text_tokens(question)
+    q = _context(opts, question)
     j = _judging(opts)
     # With single_pass the outcome half runs direct (serving/score.py).
     outcome_j = _Judging("direct", 1, 0) if j.mode == "single_pass" else j
     total = ZERO
     for text in texts:
-        if opts.method in ("outcome", "fused"):
+        if opts.method in ("outcome", "fused") and opts.resolved_verifier() != "rule":
             total += _outcome(q, text, outcome_j)
         if opts.method in ("process", "fused"):
             total += _process_response(q, text, opts.split, opts.max_steps, j)
@@ -366,7 +387,16 @@ def _reward_request(req: RewardRequest) -> Estimate:
     """One outcome judgment per query (the query holds question and response); an unset mode
     counts as direct (the worker's setting may say reasoning: then this is low)."""
     j = _Judging(req.mode or "direct", 1, req.reasoning_tokens or 256)
-    return sum((_judgment(OUTCOME_OVERHEAD + estimate_text_tokens(q), j) for q in req.query), ZERO)
+    if req.verifier == "rule":
+        return ZERO
+    refs = req.references()
+    return sum(
+        (
+            _judgment(OUTCOME_OVERHEAD + estimate_text_tokens(q) + _reference(r, req.criteria), j)
+            for q, r in zip(req.query, refs, strict=True)
+        ),
+        ZERO,
+    )
 
 
 def _mcq_answer(req: MCQAnswerRequest) -> Estimate:

@@ -1,11 +1,31 @@
-"""Outcome judgments: request -> prompts -> engine calls -> scores."""
+"""Outcome judgments: request -> rule check (with a reference) -> prompts -> engine calls ->
+scores (docs/methods.md A.2, E)."""
 
 from __future__ import annotations
 
 from service.engine.base import Engine, JudgeCall, JudgeResult, TokenUsage
 from service.protocol import OutcomeRequest, OutcomeResponse, SampleJudgment, Usage
+from service.protocol.judge import ReferenceOptions, RuleInfo
 from service.scoring import prompts
+from service.scoring.answers import RuleCheck
 from service.scoring.outcome import combine_samples, sigmoid, verdict
+from service.serving.rules import RuleVerifier
+
+
+def reference_of(req: ReferenceOptions) -> prompts.Reference | None:
+    """What the model's prompt shows of a request's reference (None without one)."""
+    if req.reference is None:
+        return None
+    return prompts.Reference(req.reference, req.criteria)
+
+
+def rule_info(check: RuleCheck) -> RuleInfo:
+    return RuleInfo(
+        extracted=check.extracted,
+        reference=check.reference,
+        equivalent=check.equivalent,
+        reason=check.reason,
+    )
 
 
 def judge_calls(
@@ -49,14 +69,43 @@ def sample_judgments(results: list[JudgeResult], with_rationale: bool) -> list[S
 class OutcomeServing:
     """Serves POST /v1/judge/outcome."""
 
-    def __init__(self, engine: Engine, model_name: str) -> None:
+    def __init__(self, engine: Engine, model_name: str, rules: RuleVerifier | None = None) -> None:
         self._engine = engine
         self._model = model_name
+        # the pool starts at the first check: a service that never gets a reference runs none
+        self._rules = rules or RuleVerifier()
 
     async def judge(self, req: OutcomeRequest) -> OutcomeResponse:
+        verifier = req.resolved_verifier()
+        info = None
+        if verifier != "model":
+            assert req.reference is not None  # the request model refuses rule/hybrid without
+            check = await self._rules.check(req.response, req.reference)
+            info = rule_info(check)
+            if check.equivalent is not None or verifier == "rule":
+                return self._by_rule(req, info)
+        resp = await self._by_model(req)
+        resp.rule = info
+        return resp
+
+    def _by_rule(self, req: OutcomeRequest, info: RuleInfo) -> OutcomeResponse:
+        """The rule's decision: 1 or 0, no engine call; undecided (rule only): null."""
+        score = None if info.equivalent is None else float(info.equivalent)
+        return OutcomeResponse(
+            score=score,
+            logit=None,
+            verdict=None if score is None else verdict(score),
+            mode=req.mode,
+            model=self._model,
+            decided_by=None if score is None else "rule",
+            rule=info,
+            usage=Usage(),
+        )
+
+    async def _by_model(self, req: OutcomeRequest) -> OutcomeResponse:
         reasoning = req.mode == "reasoning"
         rendered = prompts.outcome_prompt(
-            self._engine.tokenizer, req.question, req.response, reasoning
+            self._engine.tokenizer, req.question, req.response, reasoning, reference_of(req)
         )
         calls = judge_calls(
             rendered,
@@ -79,6 +128,7 @@ class OutcomeServing:
             verdict=verdict(score),
             mode=req.mode,
             model=self._model,
+            decided_by="model",
             rationale=per_sample[0].rationale if with_rationale else None,
             samples=per_sample if req.samples > 1 else None,
             usage=Usage.of(usage),

@@ -23,7 +23,7 @@ from service.scoring.outcome import combine_samples, sigmoid
 from service.scoring.process import aggregate, first_error_step
 from service.scoring.tokenizer import encode
 from service.serving.budget import split_copy_tokens
-from service.serving.outcome import judge_calls, sample_judgments
+from service.serving.outcome import judge_calls, reference_of, sample_judgments
 
 
 @dataclass(slots=True)
@@ -103,7 +103,9 @@ class ProcessServing:
         self, req: ProcessRequest, question: str, steps: Sequence[str]
     ) -> StepJudgments:
         reasoning = req.mode == "reasoning"
-        rendered = prompts.process_prompts(self._engine.tokenizer, question, steps, reasoning)
+        rendered = prompts.process_prompts(
+            self._engine.tokenizer, question, steps, reasoning, reference_of(req)
+        )
         per_step = [
             judge_calls(
                 r,
@@ -141,8 +143,12 @@ class ProcessServing:
             usage=usage,
         )
 
-    async def _single_pass(self, question: str, steps: Sequence[str]) -> StepJudgments:
-        prompt = prompts.single_pass_prompt(self._engine.tokenizer, question, steps)
+    async def _single_pass(
+        self, question: str, steps: Sequence[str], reference: prompts.Reference | None
+    ) -> StepJudgments:
+        prompt = prompts.single_pass_prompt(
+            self._engine.tokenizer, question, steps, reference=reference
+        )
         res = await self._engine.slot_logits(prompt.ids, prompt.slots)
         return StepJudgments(
             logits=res.logits,
@@ -156,7 +162,7 @@ class ProcessServing:
         self, req: ProcessRequest, steps: Sequence[str], mode: ProcessMode
     ) -> StepJudgments:
         if mode == "single_pass":
-            return await self._single_pass(req.question, steps)
+            return await self._single_pass(req.question, steps, reference_of(req))
         return await self._multi_step(req, req.question, steps)
 
     async def judge(self, req: ProcessRequest) -> ProcessResponse:

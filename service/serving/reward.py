@@ -30,20 +30,22 @@ class RewardServing:
                 pairs.append(split_query(query, prompt, separator, self._markers))
             except BoundaryNotFound as exc:
                 raise InvalidRequest(f"query[{i}]: {exc}") from exc
-        results = await asyncio.gather(*(self._judge(q, r, req) for q, r in pairs))
+        refs = req.references()
+        results = await asyncio.gather(
+            *(self._judge(q, r, ref, req) for (q, r), ref in zip(pairs, refs, strict=True))
+        )
         usage = sum((res.usage for res in results if res is not None), Usage())
-        # An empty response (or question) is not a correct answer: 0, and no engine call.
-        scores = [res.score if res is not None else 0.0 for res in results]
-        logits = [res.logit if res is not None else float("-inf") for res in results]
+        # An empty response (or question) is not a correct answer: 0, and no engine call; an
+        # undecided rule-only check is 0 too (OpenRLHF needs a number), flagged in extra_logs.
+        scores = [
+            res.score if res is not None and res.score is not None else 0.0 for res in results
+        ]
         return RewardResponse(
-            rewards=scores,
-            scores=scores,
-            extra_logs={"verifier_logit": [max(v, -1e4) for v in logits]} if results else {},
-            usage=usage,
+            rewards=scores, scores=scores, extra_logs=_extra_logs(results), usage=usage
         )
 
     async def _judge(
-        self, question: str, response: str, req: RewardRequest
+        self, question: str, response: str, reference: str | None, req: RewardRequest
     ) -> OutcomeResponse | None:
         if not question or not response:
             return None
@@ -54,5 +56,40 @@ class RewardServing:
             mode=mode,
             reasoning_tokens=req.reasoning_tokens or self._settings.reasoning_tokens,
             cache=req.cache,
+            reference=reference,
+            criteria=req.criteria,
+            verifier=req.verifier if reference is not None else None,
         )
         return await self._outcome.judge(outcome)
+
+
+def _extra_logs(results: list[OutcomeResponse | None]) -> dict[str, list[float]]:
+    """Per query, which judge decided and what each said; 0 where a judge did not run."""
+    if not results:
+        return {}
+    by_model = [r is not None and r.decided_by == "model" for r in results]
+    return {
+        "decided_by_rule": [float(r is not None and r.decided_by == "rule") for r in results],
+        "rule_equivalent": [
+            float(r is not None and r.rule is not None and bool(r.rule.equivalent)) for r in results
+        ],
+        "model_score": [
+            (r.score or 0.0) if r is not None and m else 0.0
+            for r, m in zip(results, by_model, strict=True)
+        ],
+        "verifier_logit": [_logit(r) for r in results],
+    }
+
+
+LOGIT_CLIP = 1e4  # a certain 1 or 0 (a rule decision, an empty response) as a finite logit
+
+
+def _logit(result: OutcomeResponse | None) -> float:
+    """The reward's logit: the model's, or +-LOGIT_CLIP for a certain 1 or 0; 0 undecided."""
+    if result is None:
+        return -LOGIT_CLIP
+    if result.logit is not None:
+        return max(-LOGIT_CLIP, min(LOGIT_CLIP, result.logit))
+    if result.score is None:
+        return 0.0
+    return LOGIT_CLIP if result.score >= 0.5 else -LOGIT_CLIP

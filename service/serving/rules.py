@@ -21,26 +21,33 @@ from service.scoring.answers import RuleCheck, check
 
 
 class RuleVerifier:
-    """A pool of rule-check processes; use as a context manager (or call ``close``)."""
+    """A pool of rule-check processes, started at the first check; use as a context manager
+    (or call ``close``)."""
 
     def __init__(self, workers: int = 2, timeout_s: float = 2.0, max_tasks: int = 2000) -> None:
         if workers < 1 or timeout_s <= 0:
             raise ValueError("workers must be >= 1 and timeout_s > 0")
         self.timeout_s = timeout_s
-        # spawn: the parent runs threads (an engine, an event loop) that fork would copy
-        # mid-state; max_tasks recycles a worker whose sympy caches have grown
-        self._pool = ProcessPool(
-            max_workers=workers,
-            max_tasks=max_tasks,
-            context=multiprocessing.get_context("spawn"),
-        )
+        self._workers = workers
+        self._max_tasks = max_tasks
+        self._pool: ProcessPool | None = None
+
+    def _schedule(self, response: str, reference: str) -> Future[RuleCheck]:
+        if self._pool is None:
+            # spawn: the parent runs threads (an engine, an event loop) that fork would copy
+            # mid-state; max_tasks recycles a worker whose sympy caches have grown
+            self._pool = ProcessPool(
+                max_workers=self._workers,
+                max_tasks=self._max_tasks,
+                context=multiprocessing.get_context("spawn"),
+            )
+        return self._pool.schedule(check, (response, reference), timeout=self.timeout_s)
 
     def check_sync(self, response: str, reference: str) -> RuleCheck:
-        future = self._pool.schedule(check, (response, reference), timeout=self.timeout_s)
-        return _outcome(future)
+        return _outcome(self._schedule(response, reference))
 
     async def check(self, response: str, reference: str) -> RuleCheck:
-        future = self._pool.schedule(check, (response, reference), timeout=self.timeout_s)
+        future = self._schedule(response, reference)
         # wait() does not raise: _outcome turns each failure into a reason
         await asyncio.wait([asyncio.wrap_future(future)])
         return _outcome(future)
@@ -49,8 +56,11 @@ class RuleVerifier:
         return list(await asyncio.gather(*(self.check(r, ref) for r, ref in pairs)))
 
     def close(self) -> None:
-        self._pool.stop()
-        self._pool.join(timeout=10)
+        """Stop the workers (a check still running is killed); waits at most 10 s."""
+        if self._pool is not None:
+            self._pool.stop()
+            self._pool.join(timeout=10)
+            self._pool = None
 
     def __enter__(self) -> RuleVerifier:
         return self

@@ -28,13 +28,16 @@ from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing
 
 
-def _final(outcome: float | None, process: float | None, alpha: float) -> float:
+def _final(outcome: float | None, process: float | None, alpha: float) -> float | None:
+    """The fused score; None only for an undecided rule-only outcome (nothing else ran)."""
     if outcome is not None and process is not None:
         return fuse(outcome, process, alpha)
-    value = outcome if outcome is not None else process
-    if value is None:
-        raise ValueError("neither outcome nor process score")
-    return value
+    return outcome if outcome is not None else process
+
+
+def _ranking(finals: list[float | None]) -> list[int]:
+    """Best first; an undecided (None) result after every scored one."""
+    return rank([-1.0 if f is None else f for f in finals])
 
 
 class ScoreServing:
@@ -50,16 +53,32 @@ class ScoreServing:
     ) -> tuple[OutcomeResponse | None, ProcessResponse | None]:
         judge_opts = opts.model_dump(include=set(JudgeOptions.model_fields))
         process_opts = opts.model_dump(include=set(ProcessOptions.model_fields))
+        # The reference goes to both parts; the verifier only to the outcome (steps are
+        # always judged by the model).
+        ref_opts = {"reference": opts.reference, "criteria": opts.criteria}
         out_task = proc_task = None
         if opts.method in ("outcome", "fused"):
             mode = "direct" if opts.mode == "single_pass" else opts.mode
             req = OutcomeRequest.model_validate(
-                {**judge_opts, "mode": mode, "question": question, "response": response}
+                {
+                    **judge_opts,
+                    **ref_opts,
+                    "verifier": opts.verifier,
+                    "mode": mode,
+                    "question": question,
+                    "response": response,
+                }
             )
             out_task = asyncio.ensure_future(self._outcome.judge(req))
         if opts.method in ("process", "fused"):
             preq = ProcessRequest.model_validate(
-                {**judge_opts, **process_opts, "question": question, "response": response}
+                {
+                    **judge_opts,
+                    **process_opts,
+                    **ref_opts,
+                    "question": question,
+                    "response": response,
+                }
             )
             proc_task = asyncio.ensure_future(self._process.judge(preq))
         try:
@@ -90,6 +109,8 @@ class ScoreServing:
                     final=final,
                     first_error_step=process.first_error_step if process else None,
                     n_steps=len(process.steps) if process else None,
+                    decided_by=outcome.decided_by if outcome else None,
+                    rule=outcome.rule if outcome else None,
                 )
             )
         return ScoreResponse(
@@ -97,7 +118,7 @@ class ScoreServing:
             alpha=req.alpha,
             model=self._model,
             results=results,
-            ranking=rank([r.final for r in results]),
+            ranking=_ranking([r.final for r in results]),
             usage=usage,
         )
 
@@ -114,8 +135,11 @@ class ScoreServing:
         results = [
             RerankResult(
                 index=i,
-                relevance_score=scored.results[i].final,
+                # Cohere's shape needs a number: an undecided rule-only result is 0 (and last)
+                relevance_score=scored.results[i].final or 0.0,
                 document=RerankDocument(text=texts[i]) if req.return_documents else None,
+                decided_by=scored.results[i].decided_by,
+                rule=scored.results[i].rule,
             )
             for i in order
         ]

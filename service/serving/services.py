@@ -5,9 +5,10 @@ The job handler that runs them for the worker is ``service.serving.handler``.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
-from service.config import RewardSettings
+from service.config import RewardSettings, RuleSettings
 from service.engine.base import Engine
 from service.ops.aio import CLOSE_TIMEOUT_S, bounded
 from service.serving.audit import AuditServing
@@ -17,6 +18,7 @@ from service.serving.outcome import OutcomeServing
 from service.serving.popmcq import PopMCQServing
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.reward import RewardServing
+from service.serving.rules import RuleVerifier
 from service.serving.score import ScoreServing
 from service.stores.calibrations import CalibrationStore, MemoryCalibrations
 
@@ -34,6 +36,7 @@ class Services:
     audit: AuditServing
     popmcq: PopMCQServing
     reward: RewardServing
+    rules: RuleVerifier
     judgments: JudgmentStore | None = None
 
     @classmethod
@@ -44,11 +47,14 @@ class Services:
         judgments: JudgmentStore | None = None,
         calibrations: CalibrationStore | None = None,
         reward: RewardSettings | None = None,
+        rules: RuleSettings | None = None,
     ) -> Services:
         """Serving objects over ``engine``; with a store, judgments go through the cache."""
         if judgments is not None:
             engine = CachingEngine(engine, judgments)
-        outcome = OutcomeServing(engine, model_name)
+        rule_cfg = rules or RuleSettings()
+        verifier = RuleVerifier(workers=rule_cfg.workers, timeout_s=rule_cfg.timeout_s)
+        outcome = OutcomeServing(engine, model_name, verifier)
         split = SplitServing(engine)
         process = ProcessServing(engine, split, model_name)
         score = ScoreServing(outcome, process, model_name)
@@ -64,11 +70,14 @@ class Services:
             score=score,
             mcq=mcq,
             reward=rewards,
+            rules=verifier,
             judgments=judgments,
         )
 
     async def close(self) -> None:
-        """Shut the engine down (bounded inside), then the judgment store."""
+        """Shut the engine down (bounded inside), the rule checks, then the judgment store."""
         await self.engine.shutdown()
+        # close() joins the pool's processes for at most 10 s; in a thread, off the loop
+        await bounded(asyncio.to_thread(self.rules.close), 12.0, "closing rule checks")
         if self.judgments is not None:
             await bounded(self.judgments.close(), CLOSE_TIMEOUT_S, "closing the judgment cache")

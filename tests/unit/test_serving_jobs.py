@@ -261,9 +261,23 @@ def _pool(i: int) -> dict[str, Any]:
 
 
 # Payloads of every job kind, cheap and expensive options of each (the registry's kinds).
+# A reference solution and a rubric: what a reference adds to every prompt is estimated too.
+REFERENCE = {
+    "reference": "Natalia sold 48 / 2 = 24 clips in May.\nIn all she sold 48 + 24 = 72.\n#### 72",
+    "criteria": "The final number must equal the reference's; units do not matter.",
+}
+
 SPEND_CASES: dict[str, list[dict[str, Any]]] = {
     "outcome": [
         {"question": Q, "response": RESPONSE},
+        {
+            "question": Q,
+            "response": RESPONSE,
+            **REFERENCE,
+            "verifier": "model",
+            "mode": "reasoning",
+            "reasoning_tokens": 40,
+        },
         {
             "question": Q,
             "response": RESPONSE,
@@ -275,6 +289,8 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
     "process": [
         {"question": Q, "steps": ["2 + 4 = 6.", "3 * 6 = 18.", "18"]},
         {"question": Q, "response": RESPONSE, "mode": "single_pass"},
+        {"question": Q, "steps": ["2 + 4 = 6.", "3 * 6 = 18.", "18"], **REFERENCE},
+        {"question": Q, "response": RESPONSE, "mode": "single_pass", **REFERENCE},
     ],
     "split": [{"response": RESPONSE}, {"response": RESPONSE, "method": "model"}],
     "score": [
@@ -287,7 +303,10 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
             "reasoning_tokens": 30,
         },
     ],
-    "rerank": [{"query": Q, "documents": [RESPONSE, "18"]}],
+    "rerank": [
+        {"query": Q, "documents": [RESPONSE, "18"]},
+        {"query": Q, "documents": [RESPONSE, "18"], **REFERENCE, "verifier": "model"},
+    ],
     "mcq_answer": [
         ITEM,
         {**ITEM, "popularity": "model", "debias": "popdebias", "popdebias_lambda": 0.5},
@@ -302,7 +321,16 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
         {"items": [{**ITEM, "answer_index": 1}], "reasoning_tokens": 30},
     ],
     "mcq_popmcq": [{"items": [_pool(i) for i in range(6)], "paper_filter": False}],
-    "reward": [{"query": [Q + SEP + RESPONSE, Q + SEP + "18"], "separator": SEP}],
+    "reward": [
+        {"query": [Q + SEP + RESPONSE, Q + SEP + "18"], "separator": SEP},
+        {
+            "query": [Q + SEP + RESPONSE, Q + SEP + "18"],
+            "separator": SEP,
+            "labels": [REFERENCE["reference"], "72"],
+            "criteria": REFERENCE["criteria"],
+            "verifier": "model",
+        },
+    ],
 }
 
 
@@ -338,7 +366,12 @@ async def test_reward_judges_each_query_and_scores_an_empty_response_zero(tokeni
     payload = {"query": [Q + sep + RESPONSE, Q + sep], "separator": sep}
     b = body(await runner(engine)(job("reward", payload)))
     assert b["rewards"] == b["scores"] == pytest.approx([sigmoid(1.5), 0.0])
-    assert b["extra_logs"] == {"verifier_logit": [1.5, -1e4]}  # -inf is clamped for JSON
+    assert b["extra_logs"] == {
+        "decided_by_rule": [0.0, 0.0],
+        "rule_equivalent": [0.0, 0.0],
+        "model_score": [pytest.approx(sigmoid(1.5)), 0.0],
+        "verifier_logit": [1.5, -1e4],  # a certain 0: -inf clamped for JSON
+    }
     [(_, ids)] = engine.requests  # the empty response costs no engine call
     assert ids == prompts.direct_prompt_ids(prompts.outcome_prompt(tokenizer, Q, RESPONSE, False))
     assert b["usage"]["engine_calls"] == 1

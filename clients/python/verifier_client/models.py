@@ -307,6 +307,10 @@ class OutcomeRequest(BaseModel):
     """
     Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
     """
+    criteria: Annotated[str | None, Field(title="Criteria")] = None
+    """
+    What counts as correct (rubric text); shown to the model.
+    """
     max_eval_tokens: Annotated[MaxEvalTokens10 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
@@ -322,6 +326,10 @@ class OutcomeRequest(BaseModel):
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
     """
     Rationale budget per judgment (reasoning mode).
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    """
+    The gold answer, or a reference solution (its final answer is compared).
     """
     response: Annotated[str, Field(title="Response")]
     """
@@ -339,6 +347,10 @@ class OutcomeRequest(BaseModel):
     temperature: Annotated[Temperature2 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+    """
+    verifier: Annotated[Literal["model", "rule", "hybrid"] | None, Field(title="Verifier")] = None
+    """
+    model: the model judges (with the reference in its prompt, if given); rule: the answer is compared with the reference by rule, no engine call (undecided = score null); hybrid: the rule where it decides, else the model. Default: hybrid with a reference, model without.
     """
 
 
@@ -418,6 +430,9 @@ Rationale sampling temperature; default 0 for one sample, 0.7 for several.
 class ProcessRequest(BaseModel):
     """
     POST /v1/judge/process. Give `steps` (used as given) or `response` (split).
+
+    A `reference` (a reference solution or the gold answer) is context for every step's
+    judgment; steps are always judged by the model (a rule can check only a final answer).
     """
 
     aggregation: Annotated[
@@ -433,6 +448,10 @@ class ProcessRequest(BaseModel):
     cache: Annotated[bool, Field(title="Cache")] = True
     """
     Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
+    """
+    criteria: Annotated[str | None, Field(title="Criteria")] = None
+    """
+    What counts as correct (rubric text); shown to the model.
     """
     early_stop: Annotated[bool, Field(title="Early Stop")] = False
     """
@@ -451,6 +470,10 @@ class ProcessRequest(BaseModel):
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
     """
     Rationale budget per judgment (reasoning mode).
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    """
+    The gold answer, or a reference solution (its final answer is compared).
     """
     response: Annotated[str | None, Field(title="Response")] = None
     return_rationale: Annotated[bool, Field(title="Return Rationale")] = False
@@ -474,6 +497,10 @@ class ProcessRequest(BaseModel):
     threshold: Annotated[float, Field(gt=0.0, lt=1.0, title="Threshold")] = 0.5
     """
     First-error threshold.
+    """
+    verifier: Annotated[Literal["model", "rule", "hybrid"] | None, Field(title="Verifier")] = None
+    """
+    model: the model judges (with the reference in its prompt, if given); rule: the answer is compared with the reference by rule, no engine call (undecided = score null); hybrid: the rule where it decides, else the model. Default: hybrid with a reference, model without.
     """
 
 
@@ -555,6 +582,10 @@ class RerankRequest(BaseModel):
     """
     Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
     """
+    criteria: Annotated[str | None, Field(title="Criteria")] = None
+    """
+    What counts as correct (rubric text); shown to the model.
+    """
     documents: Annotated[list[str | RerankDocument], Field(min_length=1, title="Documents")]
     max_eval_tokens: Annotated[MaxEvalTokens16 | None, Field(title="Max Eval Tokens")] = None
     """
@@ -574,6 +605,10 @@ class RerankRequest(BaseModel):
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
     """
     Rationale budget per judgment (reasoning mode).
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    """
+    The gold answer, or a reference solution (its final answer is compared).
     """
     return_documents: Annotated[bool, Field(title="Return Documents")] = False
     samples: Annotated[int, Field(ge=1, title="Samples")] = 1
@@ -597,12 +632,10 @@ class RerankRequest(BaseModel):
     First-error threshold.
     """
     top_n: Annotated[int | None, Field(title="Top N")] = None
-
-
-class RerankResult(BaseModel):
-    document: RerankDocument | None = None
-    index: Annotated[int, Field(title="Index")]
-    relevance_score: Annotated[float, Field(title="Relevance Score")]
+    verifier: Annotated[Literal["model", "rule", "hybrid"] | None, Field(title="Verifier")] = None
+    """
+    model: the model judges (with the reference in its prompt, if given); rule: the answer is compared with the reference by rule, no engine call (undecided = score null); hybrid: the rule where it decides, else the model. Default: hybrid with a reference, model without.
+    """
 
 
 ReasoningTokens5 = TypeAliasType(
@@ -619,9 +652,13 @@ class RewardRequest(BaseModel):
     """
 
     cache: Annotated[bool, Field(title="Cache")] = True
+    criteria: Annotated[str | None, Field(title="Criteria")] = None
+    """
+    What counts as correct (rubric text), for every query.
+    """
     labels: Annotated[list[Any] | None, Field(title="Labels")] = None
     """
-    Accepted and not used (the judge needs no reference).
+    Query i's reference (the gold answer or a reference solution): a string or a number; empty or null = none for that query (OpenRLHF sends '' without a label key). A query with a reference is verified `hybrid` unless `verifier` says otherwise.
     """
     mode: Annotated[Literal["direct", "reasoning"] | None, Field(title="Mode")] = None
     """
@@ -642,6 +679,41 @@ class RewardRequest(BaseModel):
     separator: Annotated[str | None, Field(title="Separator")] = None
     """
     Where the response starts (last occurrence); default VERIFIER_REWARD__SEPARATOR, else the chat template's assistant marker.
+    """
+    verifier: Annotated[Literal["model", "rule", "hybrid"] | None, Field(title="Verifier")] = None
+    """
+    model | rule | hybrid for every query; default: hybrid for a query with a reference, model without. rule needs every query's label.
+    """
+
+
+class RuleInfo(BaseModel):
+    """
+    What the rule verifier saw: the answer it extracted, the reference answer, its decision.
+    """
+
+    equivalent: Annotated[bool | None, Field(title="Equivalent")]
+    """
+    null: the rule could not decide (see reason).
+    """
+    extracted: Annotated[str | None, Field(title="Extracted")]
+    """
+    The response's final answer, as extracted.
+    """
+    reason: Annotated[
+        Literal[
+            "equivalent",
+            "not_equivalent",
+            "no_answer",
+            "unparsable_answer",
+            "unparsable_reference",
+            "timeout",
+            "error",
+        ],
+        Field(title="Reason"),
+    ]
+    reference: Annotated[str | None, Field(title="Reference")]
+    """
+    The reference's answer, as read.
     """
 
 
@@ -692,6 +764,10 @@ class ScoreRequest(BaseModel):
     """
     Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
     """
+    criteria: Annotated[str | None, Field(title="Criteria")] = None
+    """
+    What counts as correct (rubric text); shown to the model.
+    """
     max_eval_tokens: Annotated[MaxEvalTokens18 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
@@ -709,6 +785,10 @@ class ScoreRequest(BaseModel):
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
     """
     Rationale budget per judgment (reasoning mode).
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    """
+    The gold answer, or a reference solution (its final answer is compared).
     """
     responses: Annotated[list[str], Field(min_length=1, title="Responses")]
     samples: Annotated[int, Field(ge=1, title="Samples")] = 1
@@ -731,15 +811,30 @@ class ScoreRequest(BaseModel):
     """
     First-error threshold.
     """
+    verifier: Annotated[Literal["model", "rule", "hybrid"] | None, Field(title="Verifier")] = None
+    """
+    model: the model judges (with the reference in its prompt, if given); rule: the answer is compared with the reference by rule, no engine call (undecided = score null); hybrid: the rule where it decides, else the model. Default: hybrid with a reference, model without.
+    """
 
 
 class ScoreResult(BaseModel):
-    final: Annotated[float, Field(title="Final")]
+    decided_by: Annotated[Literal["rule", "model"] | None, Field(title="Decided By")] = None
+    """
+    Who decided the outcome part: rule or model.
+    """
+    final: Annotated[float | None, Field(title="Final")]
+    """
+    The fused score; null only when verifier=rule could not decide (ranked last).
+    """
     first_error_step: Annotated[int | None, Field(title="First Error Step")] = None
     index: Annotated[int, Field(title="Index")]
     n_steps: Annotated[int | None, Field(title="N Steps")] = None
     outcome: Annotated[float | None, Field(title="Outcome")] = None
     process: Annotated[float | None, Field(title="Process")] = None
+    rule: RuleInfo | None = None
+    """
+    The rule check, when one ran.
+    """
 
 
 class SplitInfo(BaseModel):
@@ -992,22 +1087,30 @@ class MCQBatchResponse(BaseModel):
 
 class OutcomeResponse(BaseModel):
     budget: BudgetInfo | None = None
-    logit: Annotated[float, Field(title="Logit")]
+    decided_by: Annotated[Literal["rule", "model"] | None, Field(title="Decided By")] = None
     """
-    logp('1') - logp('0'); for several samples logit(score).
+    rule or model; null when verifier=rule could not decide.
+    """
+    logit: Annotated[float | None, Field(title="Logit")]
+    """
+    logp('1') - logp('0'); for several samples logit(score); null when no model judged.
     """
     mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
     model: Annotated[str, Field(title="Model")]
     rationale: Annotated[str | None, Field(title="Rationale")] = None
-    samples: Annotated[list[SampleJudgment] | None, Field(title="Samples")] = None
-    score: Annotated[float, Field(title="Score")]
+    rule: RuleInfo | None = None
     """
-    P(correct) = sigmoid(logit).
+    The rule check, when one ran.
+    """
+    samples: Annotated[list[SampleJudgment] | None, Field(title="Samples")] = None
+    score: Annotated[float | None, Field(title="Score")]
+    """
+    P(correct) = sigmoid(logit); a rule decision is 1 or 0; null when verifier=rule could not decide.
     """
     usage: Usage
-    verdict: Annotated[int, Field(title="Verdict")]
+    verdict: Annotated[int | None, Field(title="Verdict")]
     """
-    1 if score >= 0.5 else 0.
+    1 if score >= 0.5 else 0; null with the score.
     """
 
 
@@ -1112,23 +1215,25 @@ class ProcessResponse(BaseModel):
     usage: Usage
 
 
-class RerankResponse(BaseModel):
-    budget: BudgetInfo | None = None
-    id: Annotated[str, Field(title="Id")]
-    meta: RerankMeta
-    model: Annotated[str, Field(title="Model")]
-    results: Annotated[list[RerankResult], Field(title="Results")]
-    usage: Usage
+class RerankResult(BaseModel):
+    decided_by: Annotated[Literal["rule", "model"] | None, Field(title="Decided By")] = None
+    document: RerankDocument | None = None
+    index: Annotated[int, Field(title="Index")]
+    relevance_score: Annotated[float, Field(title="Relevance Score")]
+    """
+    The final score (0 when verifier=rule could not decide: ranked last).
+    """
+    rule: RuleInfo | None = None
 
 
 class RewardResponse(BaseModel):
     extra_logs: Annotated[dict[str, list[float]] | None, Field(title="Extra Logs")] = None
     """
-    Per query: `verifier_logit` (logp('1') - logp('0')).
+    Per query: `verifier_logit` (the model's logp('1') - logp('0'); +-1e4 for a rule decision or an empty response; 0 undecided), `decided_by_rule` (1/0), `rule_equivalent` (1/0; 0 also when undecided), `model_score` (the model's P(correct) where it judged, 0 where it did not).
     """
     rewards: Annotated[list[float], Field(title="Rewards")]
     """
-    P(correct) of each response (= scores).
+    P(correct) of each response (= scores); a rule decision is 1 or 0; an undecided rule-only check 0 (see extra_logs).
     """
     scores: Annotated[list[float], Field(title="Scores")]
     """
@@ -1164,4 +1269,13 @@ class AuditResponse(BaseModel):
     model: Annotated[str, Field(title="Model")]
     summary: AuditSummary
     tokens_by_condition: Annotated[dict[str, int], Field(title="Tokens By Condition")]
+    usage: Usage
+
+
+class RerankResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    id: Annotated[str, Field(title="Id")]
+    meta: RerankMeta
+    model: Annotated[str, Field(title="Model")]
+    results: Annotated[list[RerankResult], Field(title="Results")]
     usage: Usage

@@ -5,7 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.errors import ERRORS
-from service.api.limits import check_counts, check_judge_options, check_many, check_texts
+from service.api.limits import (
+    check_counts,
+    check_judge_options,
+    check_many,
+    check_reference,
+    check_texts,
+)
 from service.api.pipeline import JobDep
 from service.protocol import (
     Metered,
@@ -23,6 +29,7 @@ async def judge_outcome(req: OutcomeRequest, job: JobDep) -> Metered:
     """Score P(correct) of one response to one question (docs/methods.md A.2)."""
     limits = job.state.settings.limits
     check_texts(limits, question=req.question, response=req.response)
+    check_reference(limits, req)
     check_judge_options(limits, req)
     return await job.run("outcome", req)
 
@@ -34,5 +41,6 @@ async def judge_process(req: ProcessRequest, job: JobDep) -> Metered:
     check_texts(limits, question=req.question, response=req.response or "")
     check_many(limits, "steps", req.steps or [])
     check_counts(limits, max_steps=max(req.max_steps, len(req.steps or [])))
+    check_reference(limits, req)
     check_judge_options(limits, req)
     return await job.run("process", req)

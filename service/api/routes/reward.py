@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.errors import ERRORS
-from service.api.limits import check_counts, check_many
+from service.api.limits import check_counts, check_many, check_reference_texts
 from service.api.pipeline import JobDep
 from service.protocol import Metered
 from service.protocol.reward import RewardRequest, RewardResponse
@@ -17,6 +17,9 @@ router = APIRouter(tags=["rl"], responses=ERRORS)
 async def get_reward(req: RewardRequest, job: JobDep) -> Metered:
     """Each query (prompt + response, decoded) judged as an outcome; rewards = scores = P(correct).
 
+    ``labels[i]`` is query i's reference: checked by rule first, the model where the rule
+    cannot decide (docs/methods.md E).
+
     With several reward URLs OpenRLHF sends some calls with empty lists: answered at once with
     empty lists.
     """
@@ -24,4 +27,6 @@ async def get_reward(req: RewardRequest, job: JobDep) -> Metered:
         return RewardResponse(rewards=[], scores=[], extra_logs={})
     check_counts(job.state.settings.limits, documents=len(req.query))
     check_many(job.state.settings.limits, "query", req.query)
+    labels = {f"labels[{i}]": ref for i, ref in enumerate(req.references())}
+    check_reference_texts(job.state.settings.limits, criteria=req.criteria, **labels)
     return await job.run("reward", req)
