@@ -146,7 +146,11 @@ class EngineSettings(SettingsGroup):
 class LimitSettings(SettingsGroup):
     """Request limits; violations are 422 (fields) or 413 (sizes), never 500."""
 
-    max_text_chars: int = Field(default=32_000, ge=1, description="Per text field; over = 413.")
+    max_text_chars: int = Field(
+        default=32_000,
+        ge=1,
+        description="Per text field; over = 413 (a reference or criteria: 422).",
+    )
     max_body_bytes: int = Field(default=8_000_000, ge=1024, description="Whole body; over = 413.")
     max_samples: int = Field(default=16, ge=1, description="Sampled rationales per judgment.")
     max_reasoning_tokens: int = Field(

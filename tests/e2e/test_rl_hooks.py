@@ -1,5 +1,5 @@
 """The RL trainer hooks, each called exactly as its trainer calls it (late-2026 call shapes),
-against the session's real server. TRL, verl and OpenRLHF are not installed."""
+against the session's real server. A real GRPOTrainer run is in test_grpo_trainer.py."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import httpx
 import pytest
 import verifier_client as vc
 from verifier_client import verl
-from verifier_client.trl import reward_function
+from verifier_client.trl import RewardTimeout, reward_function
 from verifier_client.verl import compute_score
 
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
 RIGHT = "In May she sold 48 / 2 = 24 clips. In total 48 + 24 = 72. The answer is 72."
 WRONG = "She sold 48 + 48 = 96 clips. The answer is 96."
+# States no answer and no number: the rule cannot decide, so the model judges.
+VAGUE = "She sold some clips in April and some more in May."
 
 
 def outcome_scores(url: str, pairs: list[tuple[str, str]]) -> list[float]:
@@ -40,8 +42,9 @@ def test_openrlhf_remote_rm_with_prompts(server: Any, tokenizer: Any) -> None:
         [{"role": "user", "content": QUESTION}], tokenize=False, add_generation_prompt=True
     )
     queries = [prompt + RIGHT + tokenizer.eos_token, prompt + WRONG + tokenizer.eos_token]
+    # OpenRLHF sends "" for every label when no label key is set: no reference.
     out = openrlhf_call(
-        server.url, {"query": queries, "prompts": [prompt, prompt], "labels": ["72", "72"]}
+        server.url, {"query": queries, "prompts": [prompt, prompt], "labels": ["", ""]}
     )
     assert set(out) >= {"rewards", "scores", "extra_logs"}
     expected = outcome_scores(server.url, [(QUESTION, RIGHT), (QUESTION, WRONG)])
@@ -49,6 +52,49 @@ def test_openrlhf_remote_rm_with_prompts(server: Any, tokenizer: Any) -> None:
     assert out["rewards"] == out["scores"]
     assert all(0.0 <= s <= 1.0 for s in out["scores"])
     assert len(out["extra_logs"]["verifier_logit"]) == 2
+    assert out["extra_logs"]["decided_by_rule"] == [0.0, 0.0]
+
+
+def test_openrlhf_labels_are_references_decided_by_rule_where_it_can(
+    server: Any, tokenizer: Any
+) -> None:
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}], tokenize=False, add_generation_prompt=True
+    )
+    queries = [prompt + r + tokenizer.eos_token for r in (RIGHT, WRONG, VAGUE)]
+    payload = {"query": queries, "prompts": [prompt] * 3, "labels": ["72", 72, "#### 72"]}
+    out = openrlhf_call(server.url, {**payload, "cache": False})
+    logs = out["extra_logs"]
+    assert logs["decided_by_rule"] == [1.0, 1.0, 0.0]
+    assert logs["rule_equivalent"] == [1.0, 0.0, 0.0]
+    with vc.Client(server.url) as client:
+        model = client.outcome(
+            question=QUESTION, response=VAGUE, reference="#### 72", verifier="model"
+        )
+    assert out["rewards"][:2] == [1.0, 0.0]
+    assert out["rewards"][2] == pytest.approx(model.score, abs=1e-9)
+    assert logs["model_score"] == [0.0, 0.0, pytest.approx(model.score, abs=1e-9)]
+    assert logs["verifier_logit"][:2] == [1e4, -1e4]
+    assert out["usage"]["engine_calls"] == 1  # only the vague response reached the engine
+    rule_only = openrlhf_call(server.url, {**payload, "verifier": "rule"})
+    assert rule_only["rewards"] == [1.0, 0.0, 0.0]  # undecided: 0, and flagged
+    assert rule_only["extra_logs"]["decided_by_rule"] == [1.0, 1.0, 0.0]
+    assert rule_only["usage"]["total_tokens"] == 0
+
+
+def test_openrlhf_bad_labels_are_422s_naming_the_label(server: Any) -> None:
+    query = f"Q: {QUESTION}\n### Response:\n{RIGHT}"
+    base = {"query": [query], "separator": "### Response:"}
+    for labels, verifier, needle in [
+        ([{"answer": "72"}], None, "labels[0] is dict"),
+        (["72", "1"], None, "labels has 2 items for 1 queries"),
+        ([""], "rule", "labels[0] is missing or empty"),
+        (["7" * 100_000], None, "labels[0] has 100000 characters"),
+    ]:
+        body = {**base, "labels": labels, **({"verifier": verifier} if verifier else {})}
+        r = httpx.post(server.url + "/get_reward", json=body, timeout=60)
+        assert r.status_code == 422, r.text
+        assert needle in r.json()["error"]["message"]
 
 
 def test_openrlhf_query_alone_is_cut_at_the_chat_templates_assistant_marker(
@@ -108,6 +154,54 @@ def test_trl_reward_function_conversational_format(server: Any) -> None:
     assert rewards == pytest.approx(outcome_scores(server.url, [(QUESTION, RIGHT)]))
 
 
+def test_trl_reference_column_decides_by_rule_and_logs_who_decided(server: Any) -> None:
+    fn = reward_function(server.url, reference_column="answer")
+    extra: dict[str, list[float]] = {}
+    metrics: dict[str, float] = {}
+    rewards = fn(
+        prompts=[QUESTION] * 4,
+        completions=[RIGHT, WRONG, VAGUE, ""],
+        completion_ids=[[1]] * 4,
+        answer=["72", "72", "72", "72"],
+        trainer_state=object(),
+        log_extra=extra.__setitem__,
+        log_metric=metrics.__setitem__,
+    )
+    with vc.Client(server.url) as client:
+        vague = client.outcome(question=QUESTION, response=VAGUE, reference="72")
+    assert vague.decided_by == "model"
+    assert rewards == [1.0, 0.0, pytest.approx(vague.score), 0.0]
+    assert extra["verifier_decided_by_rule"] == [1.0, 1.0, 0.0, 0.0]
+    assert extra["verifier_rule_equivalent"] == [1.0, 0.0, 0.0, 0.0]
+    assert extra["verifier_model_score"] == [0.0, 0.0, pytest.approx(vague.score), 0.0]
+    assert metrics == {"verifier_decided_by_rule": 0.5}
+    with pytest.raises(KeyError, match="reference_column='solution'"):
+        reward_function(server.url, reference_column="solution")(
+            prompts=[QUESTION], completions=[RIGHT], answer=["72"]
+        )
+
+
+async def settled(value: Any) -> Any:
+    """A reward function's result, awaited when it is async."""
+    return await value if inspect.isawaitable(value) else value
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_trl_deadline_falls_back_as_the_caller_chose(server: Any, asynchronous: bool) -> None:
+    # A reasoning judgment takes seconds here; a 50 ms deadline always passes first.
+    slow = {"mode": "reasoning", "reasoning_tokens": 64, "cache": False}
+    for on_timeout, expected in (("none", [None, None]), ("zero", [0.0, 0.0])):
+        fn = reward_function(
+            server.url, timeout_s=0.05, on_timeout=on_timeout, asynchronous=asynchronous, **slow
+        )
+        assert await settled(fn(prompts=[QUESTION] * 2, completions=[VAGUE, RIGHT])) == expected
+    fn = reward_function(
+        server.url, timeout_s=0.05, on_timeout="raise", asynchronous=asynchronous, **slow
+    )
+    with pytest.raises(RewardTimeout):
+        await settled(fn(prompts=[QUESTION], completions=[VAGUE]))
+
+
 async def test_trl_async_reward_function_is_awaited(server: Any) -> None:
     fn = reward_function(server.url, method="process", asynchronous=True)
     assert inspect.iscoroutinefunction(fn)
@@ -122,7 +216,8 @@ async def test_trl_async_reward_function_is_awaited(server: Any) -> None:
 
 async def test_verl_compute_score_as_verl_calls_it(server: Any) -> None:
     assert inspect.iscoroutinefunction(compute_score)
-    reward_kwargs = {"base_url": server.url, "mode": "direct"}
+    # reference-free here: what the ground truth changes is the next test's
+    reward_kwargs = {"base_url": server.url, "mode": "direct", "use_reference": False}
     try:
         result = await compute_score(
             "openai/gsm8k", RIGHT, "72", {"question": QUESTION, "split": "train"}, **reward_kwargs
@@ -143,6 +238,41 @@ async def test_verl_compute_score_as_verl_calls_it(server: Any) -> None:
     assert result["score"] == pytest.approx(outcome_scores(server.url, [(QUESTION, RIGHT)])[0])
     assert result["judged"] == 1.0
     assert again["score"] == pytest.approx(outcome_scores(server.url, [(QUESTION, WRONG)])[0])
+
+
+async def test_verl_ground_truth_is_the_reference(server: Any) -> None:
+    kwargs = {"base_url": server.url}
+    info = {"question": QUESTION}
+    try:
+        right = await compute_score("openai/gsm8k", RIGHT, "72", info, **kwargs)
+        vague = await compute_score("openai/gsm8k", VAGUE, "72", info, **kwargs)
+        ignored = await compute_score(
+            "openai/gsm8k", RIGHT, "72", info, use_reference=False, **kwargs
+        )
+        late = await compute_score(
+            "openai/gsm8k",
+            VAGUE,
+            "72",
+            info,
+            timeout_s=0.05,
+            mode="reasoning",
+            verifier="model",
+            cache=False,
+            **kwargs,
+        )
+    finally:
+        await verl.aclose()
+    assert right == {
+        "score": 1.0,
+        "judged": 1.0,
+        "decided_by_rule": 1.0,
+        "rule_equivalent": 1.0,
+        "model_score": 0.0,
+    }
+    assert vague["decided_by_rule"] == 0.0
+    assert vague["score"] == vague["model_score"]
+    assert ignored["score"] == pytest.approx(outcome_scores(server.url, [(QUESTION, RIGHT)])[0])
+    assert (late["score"], late["judged"]) == (0.0, 0.0)
 
 
 async def test_verl_without_a_question_says_where_to_put_it(server: Any) -> None:

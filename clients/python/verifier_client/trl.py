@@ -1,12 +1,20 @@
 """A reward function for TRL's GRPOTrainer.
 
 TRL calls each reward function as ``f(prompts=..., completions=..., completion_ids=...,
-**dataset_columns, trainer_state=...)`` and takes ``list[float | None]`` back (None: no reward
-for that sample); async reward functions are awaited. Prompts and completions are strings
-(standard format) or message lists (conversational format); both are handled.
+**dataset_columns, trainer_state=..., log_extra=..., log_metric=...)`` and takes
+``list[float | None]`` back (None: no reward for that sample); async reward functions are
+awaited. Prompts and completions are strings (standard format) or message lists
+(conversational format); both are handled.
 
     from verifier_client.trl import reward_function
-    trainer = GRPOTrainer(model=..., reward_funcs=[reward_function("http://verifier:8000")], ...)
+    reward = reward_function("http://verifier:8000", reference_column="answer")
+    trainer = GRPOTrainer(model=..., reward_funcs=[reward], ...)
+
+With ``reference_column`` each completion is verified against its row's answer: by rule where
+the rule decides (no engine call), by the model otherwise. Who decided is logged per sample
+through TRL's ``log_extra`` (columns ``verifier_decided_by_rule``, ``verifier_rule_equivalent``,
+``verifier_model_score`` in the completions table) and ``log_metric`` (the share decided by
+rule), when the trainer passes them.
 """
 
 from __future__ import annotations
@@ -15,14 +23,33 @@ import asyncio
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import Any
 
 from verifier_client._client import AsyncClient, Client
-from verifier_client._rl import Message, Method, Mode, question_of, score_async, score_sync, text_of
+from verifier_client._rl import (
+    Judged,
+    Message,
+    Method,
+    Mode,
+    OnTimeout,
+    RewardTimeout,
+    Verifier,
+    judge_async,
+    judge_sync,
+    on_deadline,
+    question_of,
+    reference_of,
+    text_of,
+)
+
+__all__ = ["RewardTimeout", "reward_function"]
 
 Prompt = str | Sequence[Message]
 SyncReward = Callable[..., list[float | None]]
 AsyncReward = Callable[..., Awaitable[list[float | None]]]
+LOG_PREFIX = "verifier_"
+LATE_CALL_GRACE_S = 1.0
 
 
 def reward_function(
@@ -30,6 +57,10 @@ def reward_function(
     *,
     mode: Mode = "direct",
     method: Method = "outcome",
+    reference_column: str | None = None,
+    verifier: Verifier | None = None,
+    timeout_s: float | None = None,
+    on_timeout: OnTimeout = "none",
     api_key: str | None = None,
     concurrency: int = 16,
     asynchronous: bool = False,
@@ -39,26 +70,49 @@ def reward_function(
     """A TRL reward function scoring each completion with the verifier: P(correct) in [0, 1].
 
     ``mode``: direct | reasoning (| single_pass with ``method="process"``); ``method``:
-    outcome (one judgment) or process (per step, aggregated). ``judge_options`` go into every
-    request (e.g. ``reasoning_tokens=128``). ``asynchronous=True`` returns an async function
-    (TRL awaits those concurrently with the other reward functions).
+    outcome (one judgment) or process (per step, aggregated; the reference is context).
+    ``reference_column``: the dataset column holding each row's answer (TRL passes columns
+    by name); ``verifier``: model | rule | hybrid (default: hybrid with a reference).
+    ``timeout_s``: the deadline of one call (a batch waits at most this long); a sample past
+    it gets None (``on_timeout="none"``, TRL's "no reward"), 0 (``"zero"``), or the call raises
+    ``RewardTimeout`` (``"raise"``). ``judge_options`` go into every request (e.g.
+    ``reasoning_tokens=128``). ``asynchronous=True`` returns an async function (TRL awaits
+    those concurrently with the other reward functions).
     """
-    opts = client_options or {}
+    opts = dict(client_options or {})
+    if timeout_s is not None:
+        # The hook's own deadline fires first; the HTTP timeout only ends a call left behind.
+        opts.setdefault("timeout", timeout_s + LATE_CALL_GRACE_S)
+    if verifier is not None:
+        judge_options = {**judge_options, "verifier": verifier}
+    plan = _Plan(method, mode, reference_column, timeout_s, on_timeout, judge_options)
     if asynchronous:
-        return _async_reward(base_url, mode, method, api_key, concurrency, opts, judge_options)
+        return _async_reward(base_url, api_key, concurrency, opts, plan)
     client = Client(base_url, api_key=api_key, **opts)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verifier-reward")
 
     def verifier_reward(
-        prompts: Sequence[Prompt], completions: Sequence[Prompt], **_: Any
+        prompts: Sequence[Prompt], completions: Sequence[Prompt], **columns: Any
     ) -> list[float | None]:
+        refs = plan.references(columns, len(completions))
         jobs = [
             pool.submit(
-                score_sync, client, method, mode, question_of(p), text_of(c), **judge_options
+                judge_sync,
+                client,
+                method,
+                mode,
+                question_of(p),
+                text_of(c),
+                ref,
+                **judge_options,
             )
-            for p, c in zip(prompts, completions, strict=True)
+            for p, c, ref in zip(prompts, completions, refs, strict=True)
         ]
-        return [job.result() for job in jobs]
+        wait_futures(jobs, timeout=timeout_s)
+        judged = [
+            job.result() if job.done() else on_deadline(on_timeout, timeout_s) for job in jobs
+        ]
+        return plan.report(judged, columns)
 
     # The connections and threads live as long as the function; they close with it, not at
     # the interpreter's exit.
@@ -67,36 +121,101 @@ def reward_function(
     return verifier_reward
 
 
+class _Plan:
+    """What every call of one reward function does the same way."""
+
+    def __init__(
+        self,
+        method: Method,
+        mode: Mode,
+        reference_column: str | None,
+        timeout_s: float | None,
+        on_timeout: OnTimeout,
+        judge_options: dict[str, Any],
+    ) -> None:
+        self.method = method
+        self.mode = mode
+        self.reference_column = reference_column
+        self.timeout_s = timeout_s
+        self.on_timeout = on_timeout
+        self.judge_options = judge_options
+
+    def references(self, columns: dict[str, Any], n: int) -> list[str | None]:
+        if self.reference_column is None:
+            return [None] * n
+        if self.reference_column not in columns:
+            known = sorted(k for k in columns if k not in ("trainer_state", "completion_ids"))
+            raise KeyError(
+                f"reference_column={self.reference_column!r} is not among the dataset columns "
+                f"TRL passed ({known}); keep the column in the dataset"
+            )
+        return [reference_of(v) for v in columns[self.reference_column]]
+
+    def report(self, judged: list[Judged], columns: dict[str, Any]) -> list[float | None]:
+        """The rewards; who decided each goes to TRL's completions table and metrics."""
+        log_extra = columns.get("log_extra")
+        log_metric = columns.get("log_metric")
+        if callable(log_extra):
+            logs = [j.logs() for j in judged]
+            for key in ("decided_by_rule", "rule_equivalent", "model_score"):
+                log_extra(LOG_PREFIX + key, [row[key] for row in logs])
+        if callable(log_metric) and judged:
+            share = sum(j.decided_by_rule for j in judged) / len(judged)
+            log_metric(LOG_PREFIX + "decided_by_rule", share)
+        return [j.score for j in judged]
+
+
 def _async_reward(
     base_url: str,
-    mode: Mode,
-    method: Method,
     api_key: str | None,
     concurrency: int,
     opts: dict[str, Any],
-    judge_options: dict[str, Any],
+    plan: _Plan,
 ) -> AsyncReward:
     async def verifier_reward(
-        prompts: Sequence[Prompt], completions: Sequence[Prompt], **_: Any
+        prompts: Sequence[Prompt], completions: Sequence[Prompt], **columns: Any
     ) -> list[float | None]:
+        refs = plan.references(columns, len(completions))
         # TRL calls this once per batch, so a client per call costs one connection setup per
         # batch; it is closed before the call returns, whichever loop TRL awaits it on (an
         # httpx.AsyncClient must not outlive or cross its loop).
         async with AsyncClient(base_url, api_key=api_key, **opts) as client:
-            return await _score_batch(client, prompts, completions)
+            judged = await _score_batch(client, prompts, completions, refs)
+        return plan.report(judged, columns)
 
     async def _score_batch(
-        client: AsyncClient, prompts: Sequence[Prompt], completions: Sequence[Prompt]
-    ) -> list[float | None]:
+        client: AsyncClient,
+        prompts: Sequence[Prompt],
+        completions: Sequence[Prompt],
+        refs: Sequence[str | None],
+    ) -> list[Judged]:
         slots = asyncio.Semaphore(concurrency)
 
-        async def one(prompt: Prompt, completion: Prompt) -> float | None:
+        async def one(prompt: Prompt, completion: Prompt, ref: str | None) -> Judged:
             async with slots:
-                return await score_async(
-                    client, method, mode, question_of(prompt), text_of(completion), **judge_options
+                return await judge_async(
+                    client,
+                    plan.method,
+                    plan.mode,
+                    question_of(prompt),
+                    text_of(completion),
+                    ref,
+                    **plan.judge_options,
                 )
 
-        pairs = zip(prompts, completions, strict=True)
-        return list(await asyncio.gather(*(one(p, c) for p, c in pairs)))
+        tasks = [
+            asyncio.ensure_future(one(p, c, r))
+            for p, c, r in zip(prompts, completions, refs, strict=True)
+        ]
+        # A deadline for the batch: late samples get on_timeout's value; their calls are
+        # cancelled (each awaits only the client) and awaited, bounded, before the client closes.
+        done, late = await asyncio.wait(tasks, timeout=plan.timeout_s)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=5.0)
+        return [
+            t.result() if t in done else on_deadline(plan.on_timeout, plan.timeout_s) for t in tasks
+        ]
 
     return verifier_reward

@@ -9,7 +9,10 @@ way to reach a remote verifier). Configure it with
     +reward.reward_kwargs.base_url=http://verifier:8000
 
 The question is read from ``extra_info["question"]`` (verl's GSM8K/MATH preprocessing puts it
-there), else ``extra_info["prompt"]``; ``ground_truth`` is not needed by the judge.
+there), else ``extra_info["prompt"]``. ``ground_truth`` is the reference: the answer is checked
+by rule where the rule decides (no engine call), by the model otherwise
+(``+reward.reward_kwargs.verifier=model`` makes the model judge every sample with the reference
+in its prompt; ``use_reference=False`` ignores it).
 
 verl calls ``compute_score`` once per sample, so the connections are kept, one client per
 event loop and service. ``await aclose()`` closes the running loop's clients; call it before
@@ -23,7 +26,19 @@ import weakref
 from typing import Any
 
 from verifier_client._client import AsyncClient
-from verifier_client._rl import Method, Mode, question_of, score_async
+from verifier_client._rl import (
+    Method,
+    Mode,
+    OnTimeout,
+    RewardTimeout,
+    Verifier,
+    judge_async,
+    on_deadline,
+    question_of,
+    reference_of,
+)
+
+__all__ = ["RewardTimeout", "aclose", "compute_score"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 # Keyed by the loop itself, weakly: a new loop that reuses a dead one's id() must not get the
@@ -71,11 +86,32 @@ async def compute_score(
     api_key: str | None = None,
     mode: Mode = "direct",
     method: Method = "outcome",
+    verifier: Verifier | None = None,
+    use_reference: bool = True,
+    timeout_s: float | None = None,
+    on_timeout: OnTimeout = "none",
     **judge_options: Any,
 ) -> dict[str, Any]:
-    """``{"score": P(correct), "judged": 1.0}``; a response the service refused scores 0 with
-    ``judged`` 0 (verl needs a number for every sample)."""
+    """``{"score", "judged", "decided_by_rule", "rule_equivalent", "model_score"}``.
+
+    verl needs a number for every sample: a sample the service refused, or one past
+    ``timeout_s`` with ``on_timeout`` "none" or "zero", scores 0 with ``judged`` 0;
+    ``on_timeout="raise"`` raises ``RewardTimeout``. verl logs the other keys per sample.
+    """
     question = _question(extra_info)
+    reference = reference_of(ground_truth) if use_reference else None
+    if verifier is not None:
+        judge_options["verifier"] = verifier
     client = _client(base_url, api_key)
-    score = await score_async(client, method, mode, question, solution_str, **judge_options)
-    return {"score": 0.0 if score is None else score, "judged": float(score is not None)}
+    call = judge_async(client, method, mode, question, solution_str, reference, **judge_options)
+    late = False
+    try:
+        judged = await asyncio.wait_for(call, timeout_s)
+    except TimeoutError:
+        late = True
+        judged = on_deadline(on_timeout, timeout_s)
+    return {
+        "score": 0.0 if judged.score is None else judged.score,
+        "judged": float(judged.score is not None and not late),
+        **judged.logs(),
+    }
