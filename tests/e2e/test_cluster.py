@@ -43,6 +43,8 @@ pytestmark = pytest.mark.timeout(900)
 CLAIM_IDLE_MS = 3000
 MAX_DELIVERIES = 2
 QUOTA = 3000
+# Room for one hybrid judgment's estimate (about 300 tokens), not for two.
+RULE_QUOTA = 450
 # Workers exit on a job of this kind (fault injection); no other test here sends one.
 POISON_KIND = "mcq_audit"
 
@@ -84,6 +86,7 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         assert workers[0].port != workers[1].port
         c.keys = {t: create_key(c, t) for t in ("alpha", "beta")}
         c.keys["quota"] = create_key(c, "quota", QUOTA)
+        c.keys["rules"] = create_key(c, "rules", RULE_QUOTA)
         yield c
     finally:
         c.close()
@@ -209,6 +212,31 @@ def test_quota_holds_across_two_api_processes(cluster: Cluster) -> None:
     spent = sum(r.json()["usage"]["total_tokens"] for r in ok)
     biggest = max(r.json()["usage"]["total_tokens"] for r in ok)
     assert spent / QUOTA <= 1 + biggest / QUOTA
+
+
+def test_rule_decisions_spend_no_quota(cluster: Cluster) -> None:
+    """Hybrid reserves what the model would cost and settles what ran: a rule decision, 0.
+    Twenty of them fit a quota that holds one estimate; the first model judgment then spends."""
+    key = cluster.keys["rules"]
+    url = f"http://127.0.0.1:{cluster.apis[0].port}"
+    q = "Natalia sold 48 clips in April and half as many in May. How many clips in all?"
+
+    def hybrid(i: int, response: str) -> httpx.Response:
+        body = {"question": q, "response": response, "reference": "72", "cache": False}
+        return httpx.post(url + "/v1/judge/outcome", json=body, headers=auth(key), timeout=300)
+
+    for i in range(20):
+        r = hybrid(i, f"Attempt {i}: 48 + 24 = 72. The answer is 72.")
+        assert r.status_code == 200, r.text
+        assert (r.json()["decided_by"], r.json()["usage"]["total_tokens"]) == ("rule", 0)
+    vague = hybrid(20, "She sold some clips in April and more in May.")
+    assert vague.status_code == 200, vague.text
+    assert vague.json()["decided_by"] == "model"
+    assert vague.json()["usage"]["total_tokens"] > 0
+    # the model's judgment spent more than what is left for a second one
+    again = hybrid(21, "She sold clips twice, in April and in May.")
+    assert again.status_code == 429, again.text
+    assert again.json()["error"]["type"] == "quota_exhausted"
 
 
 def test_token_metrics_equal_usage(cluster: Cluster) -> None:
