@@ -9,6 +9,7 @@ replaced, and comes back undecided ("timeout"); other checks keep running on the
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -18,6 +19,9 @@ from types import TracebackType
 from pebble import ProcessPool
 
 from service.scoring.answers import RuleCheck, check
+
+logger = logging.getLogger(__name__)
+FAILED = RuleCheck(None, None, None, "error")
 
 
 class RuleVerifier:
@@ -32,7 +36,16 @@ class RuleVerifier:
         self._max_tasks = max_tasks
         self._pool: ProcessPool | None = None
 
-    def _schedule(self, response: str, reference: str) -> Future[RuleCheck]:
+    def _schedule(self, response: str, reference: str) -> Future[RuleCheck] | None:
+        """The check's future; None when the pool cannot take it (it is rebuilt next time)."""
+        try:
+            return self._submit(response, reference)
+        except Exception:  # noqa: BLE001 - a broken pool makes a check undecided, never a 500
+            logger.exception("the rule-check pool failed; starting a new one at the next check")
+            self.close()
+            return None
+
+    def _submit(self, response: str, reference: str) -> Future[RuleCheck]:
         if self._pool is None:
             # spawn: the parent runs threads (an engine, an event loop) that fork would copy
             # mid-state; max_tasks recycles a worker whose sympy caches have grown
@@ -44,10 +57,13 @@ class RuleVerifier:
         return self._pool.schedule(check, (response, reference), timeout=self.timeout_s)
 
     def check_sync(self, response: str, reference: str) -> RuleCheck:
-        return _outcome(self._schedule(response, reference))
+        future = self._schedule(response, reference)
+        return FAILED if future is None else _outcome(future)
 
     async def check(self, response: str, reference: str) -> RuleCheck:
         future = self._schedule(response, reference)
+        if future is None:
+            return FAILED
         # wait() does not raise: _outcome turns each failure into a reason
         await asyncio.wait([asyncio.wrap_future(future)])
         return _outcome(future)
@@ -57,10 +73,10 @@ class RuleVerifier:
 
     def close(self) -> None:
         """Stop the workers (a check still running is killed); waits at most 10 s."""
-        if self._pool is not None:
-            self._pool.stop()
-            self._pool.join(timeout=10)
-            self._pool = None
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.stop()
+            pool.join(timeout=10)
 
     def __enter__(self) -> RuleVerifier:
         return self

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,23 @@ def test_a_pathological_expression_times_out_without_stalling_the_others() -> No
     assert fast_s < 3.0, "the fast checks waited for the pathological one"
     assert total_s < 3.0 + 5.0
     assert after.equivalent is True
+
+
+def test_a_pool_that_cannot_start_makes_checks_undecided_not_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pool whose workers cannot start (here: a main module spawn cannot re-import) answers
+    "error" and is rebuilt at the next check."""
+    with RuleVerifier(workers=1, timeout_s=5.0) as verifier:
+        calls: list[int] = []
+
+        def broken(response: str, reference: str) -> Any:
+            calls.append(1)
+            raise RuntimeError("Unexpected error within the Pool")
+
+        monkeypatch.setattr(verifier, "_submit", broken)
+        assert verifier.check_sync("The answer is 2", "2").reason == "error"
+        assert asyncio.run(verifier.check("The answer is 2", "2")).reason == "error"
+        monkeypatch.undo()
+        assert verifier.check_sync("The answer is 2", "2").equivalent is True
+    assert calls == [1, 1]
