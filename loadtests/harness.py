@@ -71,6 +71,16 @@ def http_ok(url: str) -> bool:
         return False
 
 
+def ready_status(url: str) -> str | None:
+    """The ``status`` a readiness probe's JSON body states (ready, starting, failed), if any."""
+    try:
+        body = httpx.get(url, timeout=2).json()
+    except (httpx.TransportError, ValueError):
+        return None
+    status = body.get("status") if isinstance(body, dict) else None
+    return status if isinstance(status, str) else None
+
+
 def group_members(pgid: int) -> list[int]:
     """Live processes of the process group ``pgid`` (a zombie is dead, only not collected)."""
     try:
@@ -188,6 +198,9 @@ class ServerProcess:
             url = check
 
             def ready() -> bool:
+                if ready_status(url) == "failed":
+                    # the engine's start failed for good: waiting out the timeout helps no one
+                    raise RuntimeError(f"{self.name} failed to start:\n{self.log_tail()}")
                 return http_ok(url)
         else:
             ready = check
