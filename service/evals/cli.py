@@ -263,15 +263,20 @@ def bestofn_cmd(
 
 
 def reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """Table rows of a rule-verification result."""
-    names = ("n", "decided_share", "accuracy", "accuracy_decided", "precision", "recall")
-    rows = [(name, fmt(result[name], 4)) for name in names]
-    rows += [(f"reason {k}", fmt(v)) for k, v in sorted(result["reasons"].items())]
-    rows += [
-        ("disagreements", fmt(result["n_disagreements"])),
-        ("engine calls, tokens", f"{result['engine_calls']}, {result['tokens']}"),
-        ("checks / s", fmt(result["checks_per_s"], 1)),
-    ]
+    """Table rows of a verification result: per verifier, its metrics and costs."""
+    rows: list[tuple[str, str]] = []
+    for name, r in result["verifiers"].items():
+        metrics = ("n", "decided_share", "decided_by_rule_share", "accuracy", "precision", "recall")
+        rows += [(f"{name} {m}", fmt(r[m], 4)) for m in metrics]
+        rows += [(f"{name} reason {k}", fmt(v)) for k, v in sorted(r["reasons"].items())]
+        rows += [
+            (f"{name} disagreements", fmt(r["n_disagreements"])),
+            (
+                f"{name} engine calls, tokens per judgment",
+                f"{fmt(r['engine_calls_per_judgment'], 3)}, {fmt(r['tokens_per_judgment'], 1)}",
+            ),
+            (f"{name} judgments / s", fmt(r["checks_per_s"], 1)),
+        ]
     return rows
 
 
@@ -280,19 +285,43 @@ def reference_cmd(
     output: OutputOpt,
     data: DataOpt = None,
     limit: LimitOpt = None,
+    verifiers: Annotated[
+        str,
+        typer.Option(
+            "--verifiers",
+            help="Comma-separated: rule (here, no server), hybrid and model (through --url).",
+        ),
+    ] = "rule",
+    url: UrlOpt = DEFAULT_URL,
+    mode: Annotated[str, typer.Option("--mode", help="The model's mode: direct or reasoning.")] = (
+        "direct"
+    ),
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Rule-check processes.")] = 2,
     check_timeout: Annotated[
         float, typer.Option("--check-timeout", min=0.1, help="Seconds per rule check.")
     ] = 2.0,
 ) -> None:
-    """Rule verification (math-verify) of GSM8K's labelled solutions against their references:
-    accuracy, precision, recall and the share decided (docs/methods.md E). Needs no server."""
+    """Verification of GSM8K's labelled solutions against their references by rule, hybrid
+    and model: accuracy, precision, recall, the share decided by rule, engine calls and tokens
+    (docs/methods.md E). `rule` alone needs no server."""
     from service.evals import reference
 
     path = resolve_data(data, reference.DEFAULT_FILE)
+    names = tuple(v.strip() for v in verifiers.split(",") if v.strip())
 
     def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
-        return reference.run_reference(path, limit, workers, check_timeout, progress=progress)
+        return reference.run_verifiers(
+            path,
+            limit,
+            names,
+            url=url,
+            mode=mode,
+            concurrency=concurrency,
+            workers=workers,
+            timeout_s=check_timeout,
+            progress=progress,
+        )
 
     _run("reference", job, output, reference_rows)
 

@@ -119,3 +119,27 @@ def test_mcq_raw_pride_contextual_report(server: Any, tmp_path: Path, data_dir: 
     assert pride["forward_passes_per_item"] > 1.0
     assert contextual["forward_passes_per_item"] > 1.0
     assert result["skipped"] == []
+
+
+def test_reference_rule_hybrid_and_model_report(server: Any, tmp_path: Path) -> None:
+    """Each verifier over the same rows; the metrics recomputed from the rows it lists."""
+    out = tmp_path / "ref.json"
+    run_cli(
+        "reference",
+        *("--verifiers", "rule,hybrid,model", "--limit", "2", "--url", server.url),
+        *("--output", str(out)),
+    )
+    result = json.loads(out.read_text())
+    rule, hybrid, model = (result["verifiers"][v] for v in ("rule", "hybrid", "model"))
+    assert rule["n"] == hybrid["n"] == model["n"] == 8
+    assert rule["engine_calls"] == 0
+    # GSM8K's labels come from final answers, which the rule reads: hybrid never needs the model
+    assert hybrid["decided_by_rule_share"] == rule["decided_share"] == 1.0
+    assert hybrid["engine_calls"] == 0
+    assert (hybrid["accuracy"], hybrid["reasons"]) == (rule["accuracy"], rule["reasons"])
+    # the model judged every candidate, once each
+    assert model["decided_by_rule_share"] == 0.0
+    assert model["engine_calls"] == model["n"]
+    assert model["reasons"] == {"model": 8}
+    assert model["tokens_per_judgment"] == model["tokens"] / 8
+    assert model["n_disagreements"] == round(8 * (1 - model["accuracy"]))
