@@ -9,17 +9,20 @@ solutions (gsm8k/example_model_solutions.jsonl, 4 per question) cycled to G; a r
 ``Attempt k:`` line in front, so no two queries are the same text, and every call sends
 ``"cache": false`` so the judgment cache cannot answer.
 
-The same bursts run for ``verifier`` rule, hybrid and model, in that order (so vLLM's prefix
-cache, which the model prompts of both hybrid and model use, can only favour model), one call at
-a time, each verifier after a warm-up burst of other items that is not timed. Per verifier:
-rewards/s (queries / wall time of the call, median over bursts), p50/p99 latency of the calls,
-the share decided by rule (``extra_logs.decided_by_rule``), tokens and engine calls per reward,
-and accuracy against the solutions' ``is_correct`` labels (reward >= 0.5 = "correct"; a query
-the rule leaves undecided counts as a miss). Where the time goes: the server's own time per
-call (its request-duration metric) against the client's wall time, the server's CPU seconds by
-process (API process, rule-check pool, engine; when this run started the server), and what one
-rule check costs outside the service (in this process, and through the service's rule-check
-pool).
+The same bursts run for ``verifier`` rule, hybrid and model, one call at a time: first a
+warm-up call per verifier (a burst of other items, not timed), then each timed burst through
+the three in an order rotated from burst to burst (rule-hybrid-model, hybrid-model-rule,
+model-rule-hybrid), so a drifting machine, warm caches or prompts the previous call left in
+vLLM's prefix cache favour none of them. Per verifier: rewards/s (queries / wall time of the
+call, median over bursts), p50/p99 latency of the calls, the share decided by rule
+(``extra_logs.decided_by_rule``), tokens and engine calls per reward, and accuracy against the
+solutions' ``is_correct`` labels (reward >= 0.5 = "correct"; a query the rule leaves undecided
+counts as a miss). Where the time goes: the server's own time per call (its request-duration
+metric) against the client's wall time, the server's CPU seconds by process (the `verifier
+serve` process, the rule-check pool, the engine; when this run started the server), and what
+a rule check costs outside the service: called here one by one, and through the service's
+rule-check pool (wall time and CPU per check, in the pool's workers and in the process that
+schedules them).
 
     verifier bench rewards                                   # starts one `verifier serve`
     verifier bench rewards --url http://127.0.0.1:8000       # a running service
@@ -322,7 +325,9 @@ def table(result: dict[str, Any]) -> str:
             f"{costs['inline_ms']['mean']:.2f} ms mean (p50 {costs['inline_ms']['p50']:.2f}, "
             f"p99 {costs['inline_ms']['p99']:.2f}); through the rule-check pool of "
             f"{costs['pool_workers']} {costs['pool_ms_per_check']:.2f} ms per check "
-            f"({costs['pool_checks_per_s']:.0f} checks/s)"
+            f"({costs['pool_checks_per_s']:.0f} checks/s); CPU per check in the pool's "
+            f"workers {costs['pool_cpu_ms_per_check']['workers']:.2f} ms, in the scheduling "
+            f"process {costs['pool_cpu_ms_per_check']['scheduling_process']:.2f} ms"
         )
     cmp_ = result["comparison"]
     lines.append(
@@ -460,20 +465,31 @@ def call(client: httpx.Client, body: dict[str, Any], pid: int | None) -> dict[st
     return out
 
 
-def run_verifier(
-    client: httpx.Client, kind: str, bursts: Sequence[Burst], pid: int | None
-) -> dict[str, Any]:
-    warm, timed = bursts[0], bursts[1:]
-    warm_call = call(client, warm.body(kind), pid)
-    records = []
-    for burst in timed:
-        records.append(burst_record(burst, call(client, burst.body(kind), pid)))
-        print(f"  {kind}: {records[-1]['queries']} rewards in {records[-1]['wall_s']:.2f} s")
-    return {
-        "summary": summarize(kind, records),
-        "warmup_wall_s": warm_call["wall_s"],
-        "bursts": records,
+def orders(bursts: int) -> list[tuple[str, ...]]:
+    """The verifiers' order on each timed burst, rotated so that each goes first, second and
+    third equally often (in every 3 bursts): a machine whose speed drifts, a warm cache or a
+    prefix the previous call left in vLLM's cache favours none of them."""
+    return [VERIFIERS[b % 3 :] + VERIFIERS[: b % 3] for b in range(bursts)]
+
+
+def run_bursts(
+    client: httpx.Client, bursts: Sequence[Burst], pid: int | None, pause_s: float = 0.0
+) -> dict[str, dict[str, Any]]:
+    """A warm-up call per verifier on the first burst, then every timed burst through each
+    verifier in its rotated order, ``pause_s`` after the previous call (the engine's CPU threads
+    keep spinning for a moment after a model call, and would slow a rule call right after)."""
+    runs: dict[str, dict[str, Any]] = {
+        kind: {"warmup_wall_s": call(client, bursts[0].body(kind), pid)["wall_s"], "bursts": []}
+        for kind in VERIFIERS
     }
+    for burst, order in zip(bursts[1:], orders(len(bursts) - 1), strict=True):
+        for position, kind in enumerate(order):
+            time.sleep(pause_s)
+            record = burst_record(burst, call(client, burst.body(kind), pid))
+            record["position"] = position
+            runs[kind]["bursts"].append(record)
+            print(f"  {kind}: {record['queries']} rewards in {record['wall_s']:.2f} s")
+    return runs
 
 
 @contextmanager
@@ -527,24 +543,29 @@ def rule_check_costs(pairs: Sequence[tuple[str, str]], settings: Settings) -> di
         check(response, reference)
         times.append(1000.0 * (time.perf_counter() - t0))
 
-    async def pooled() -> float:
+    async def pooled() -> tuple[float, dict[str, float]]:
         with RuleVerifier(settings.rules.workers, settings.rules.timeout_s) as rules:
             await rules.check_many(list(pairs[: 2 * settings.rules.workers]))
-            t0 = time.perf_counter()
+            cpu0, t0 = cpu_snapshot(os.getpid()), time.perf_counter()
             await rules.check_many(list(pairs))
-            return time.perf_counter() - t0
+            return time.perf_counter() - t0, cpu_delta(cpu0, cpu_snapshot(os.getpid()))
 
-    pool_s = asyncio.run(pooled())
+    pool_s, cpu = asyncio.run(pooled())
+    n = len(pairs)
     return {
-        "pairs": len(pairs),
+        "pairs": n,
         "inline_ms": {
             "mean": statistics.fmean(times),
             "p50": percentile(times, 50),
             "p99": percentile(times, 99),
         },
         "pool_workers": settings.rules.workers,
-        "pool_ms_per_check": 1000.0 * pool_s / len(pairs),
-        "pool_checks_per_s": len(pairs) / pool_s,
+        "pool_ms_per_check": 1000.0 * pool_s / n,
+        "pool_checks_per_s": n / pool_s,
+        "pool_cpu_ms_per_check": {
+            "workers": 1000.0 * cpu.get("rule_pool", 0.0) / n,
+            "scheduling_process": 1000.0 * cpu.get("api_process", 0.0) / n,
+        },
     }
 
 
@@ -574,11 +595,14 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--data", type=Path, help="GSM8K example solutions (JSONL)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per call (s)")
+    ap.add_argument(
+        "--pause", type=float, default=2.0, help="seconds between timed calls (0 with --smoke)"
+    )
     ap.add_argument("--smoke", action="store_true", help="2 x 4, one burst: seconds")
     ap.add_argument("--output", type=Path, default=ROOT / "out" / "bench" / "rewards.json")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.prompts, args.completions, args.bursts = 2, 4, 1
+        args.prompts, args.completions, args.bursts, args.pause = 2, 4, 1, 0.0
     if min(args.prompts, args.completions, args.bursts) < 1:
         ap.error("--prompts, --completions and --bursts must be >= 1")
     return args
@@ -600,8 +624,9 @@ def main() -> int:
         "data": str(data),
         "url": args.url,
         "server": "given --url" if args.url else "one `verifier serve`, local queue, defaults",
-        "order": list(VERIFIERS),
+        "orders": [list(o) for o in orders(args.bursts)],
         "cache": False,
+        "pause_s": args.pause,
         "smoke": args.smoke,
         "argv": sys.argv[1:],
     }
@@ -613,7 +638,6 @@ def main() -> int:
         "config": config,
     }
     log = args.output.with_name(args.output.stem + "_service.log")
-    runs: dict[str, dict[str, Any]] = {}
     with service(args.url, log) as (url, pid):
         model_path = args.tokenizer or resolve_model(settings)
         render, end = chat_renderer(model_path)
@@ -623,16 +647,13 @@ def main() -> int:
         )
         with httpx.Client(base_url=url, timeout=args.timeout) as client:
             result["model"] = client.get("/v1/models").json()
-            for kind in VERIFIERS:
-                runs[kind] = run_verifier(client, kind, bursts, pid)
+            runs = run_bursts(client, bursts, pid, args.pause)
         pairs = [pair for b in bursts[1:] for pair in zip(b.completions, b.labels, strict=True)]
         result["rule_check_costs"] = rule_check_costs(pairs, settings)
     result["machine"]["load_average_at_end"] = list(os.getloadavg())
-    result["verifiers"] = {k: v["summary"] for k, v in runs.items()}
+    result["verifiers"] = {k: summarize(k, v["bursts"]) for k, v in runs.items()}
     result["comparison"] = compare(result["verifiers"])
-    result["runs"] = {
-        k: {"warmup_wall_s": v["warmup_wall_s"], "bursts": v["bursts"]} for k, v in runs.items()
-    }
+    result["runs"] = runs
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
     print(table(result))

@@ -136,6 +136,7 @@ def test_rewards_smoke(server: Any, tmp_path: Path) -> None:
     assert isinstance(result["machine"]["avx512_bf16"], bool)
     assert len(result["git"]["commit"]) == 40
     assert list(result["verifiers"]) == list(result["runs"]) == ["rule", "hybrid", "model"]
+    assert cfg["orders"] == [["rule", "hybrid", "model"]]
     for name, s in result["verifiers"].items():
         bursts = result["runs"][name]["bursts"]
         assert len(bursts) == s["bursts"] == 1
@@ -144,6 +145,7 @@ def test_rewards_smoke(server: Any, tmp_path: Path) -> None:
             assert len(b["decided_by_rule"]) == len(b["is_correct"]) == b["queries"]
             assert b["candidate"] == [0, 1, 2, 3, 0, 1, 2, 3]  # 2 prompts x 4, cycled
             assert all(0.0 <= r <= 1.0 for r in b["rewards"])
+            assert b["position"] == cfg["orders"][0].index(name)
         # the share decided by rule is what extra_logs said, query by query
         by_rule = sum(sum(b["decided_by_rule"]) for b in bursts)
         assert s["decided_by_rule"] == by_rule

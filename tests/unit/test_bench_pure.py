@@ -238,3 +238,12 @@ def test_reward_figures() -> None:
     assert cmp_["hybrid_over_model_rewards_per_s"] == pytest.approx(50.0)
     assert cmp_["hybrid_minus_model_accuracy"] == 0.5
     assert [t["pass"] for t in cmp_["targets"]] == [True, False]  # rule-only 300/s < 1,000/s
+
+
+def test_reward_verifiers_take_turns_going_first() -> None:
+    assert rewards.orders(4) == [
+        ("rule", "hybrid", "model"),
+        ("hybrid", "model", "rule"),
+        ("model", "rule", "hybrid"),
+        ("rule", "hybrid", "model"),
+    ]
