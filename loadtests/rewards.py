@@ -327,7 +327,8 @@ def table(result: dict[str, Any]) -> str:
             f"{costs['pool_workers']} {costs['pool_ms_per_check']:.2f} ms per check "
             f"({costs['pool_checks_per_s']:.0f} checks/s); CPU per check in the pool's "
             f"workers {costs['pool_cpu_ms_per_check']['workers']:.2f} ms, in the scheduling "
-            f"process {costs['pool_cpu_ms_per_check']['scheduling_process']:.2f} ms"
+            f"process {costs['pool_cpu_ms_per_check']['scheduling_process']:.2f} ms; "
+            f"{costs['distinct_answer_reference_pairs']} distinct (answer, reference) pairs"
         )
     cmp_ = result["comparison"]
     lines.append(
@@ -532,8 +533,10 @@ def chat_renderer(model: str) -> tuple[Callable[[str], str], str]:
 def rule_check_costs(pairs: Sequence[tuple[str, str]], settings: Settings) -> dict[str, Any]:
     """What a rule check costs without HTTP, JSON and the queue: ``check`` called here, one by
     one (first call excluded: imports), and the same pairs through the service's rule-check
-    pool (as many workers as the service's setting), after a warm-up."""
-    from service.scoring.answers import check
+    pool (as many workers as the service's setting), after a warm-up; and how many of the
+    checks compare an answer with a reference that an earlier check already compared (the
+    completions of one prompt often state the same answer)."""
+    from service.scoring.answers import check, extract_answer, reference_answer
     from service.serving.rules import RuleVerifier
 
     check(*pairs[0])
@@ -552,8 +555,10 @@ def rule_check_costs(pairs: Sequence[tuple[str, str]], settings: Settings) -> di
 
     pool_s, cpu = asyncio.run(pooled())
     n = len(pairs)
+    answers = {(extract_answer(r), reference_answer(ref)) for r, ref in pairs}
     return {
         "pairs": n,
+        "distinct_answer_reference_pairs": len(answers),
         "inline_ms": {
             "mean": statistics.fmean(times),
             "p50": percentile(times, 50),
