@@ -237,6 +237,10 @@ def summarize(verifier_kind: str, records: Sequence[dict[str, Any]]) -> dict[str
         "bursts": len(records),
         "rewards_per_s": statistics.median(r["rewards_per_s"] for r in records),
         "rewards_per_s_each": [r["rewards_per_s"] for r in records],
+        # on the bursts where this verifier went first: texts the service had not seen yet
+        "rewards_per_s_first": _median(
+            [r["rewards_per_s"] for r in records if not r.get("position")]
+        ),
         "latency_ms": {"p50": percentile(walls_ms, 50), "p99": percentile(walls_ms, 99)},
         "decided_by_rule": by_rule,
         "decided_by_rule_share": by_rule / n,
@@ -255,6 +259,14 @@ def summarize(verifier_kind: str, records: Sequence[dict[str, Any]]) -> dict[str
         "mean_client_json_ms": 1000.0 * statistics.fmean(r["client_json_s"] for r in records),
         "server_cpu_s": _cpu_totals(records),
     }
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def _cpu_totals(records: Sequence[dict[str, Any]]) -> dict[str, float] | None:
@@ -294,15 +306,16 @@ def table(result: dict[str, Any]) -> str:
     lines = [
         f"{cfg['prompts']} prompts x {cfg['completions']} completions = "
         f"{cfg['prompts'] * cfg['completions']} queries per /get_reward call, "
-        f"{cfg['bursts']} timed bursts per verifier (+1 warm-up), labels: {cfg['labels']}",
-        f"  {'verifier':<8} {'rewards/s':>10} {'p50 ms':>9} {'p99 ms':>9} {'by rule':>8} "
-        f"{'tokens/rw':>10} {'calls/rw':>9} {'accuracy':>9} {'undecided':>10}",
+        f"{cfg['bursts']} timed bursts per verifier (+1 warm-up), labels: {cfg['labels']}; "
+        "went first: median rewards/s on the bursts this verifier saw first",
+        f"  {'verifier':<8} {'rewards/s':>10} {'went first':>11} {'p50 ms':>9} {'p99 ms':>9} "
+        f"{'by rule':>8} {'tokens/rw':>10} {'calls/rw':>9} {'accuracy':>9} {'undecided':>10}",
     ]
     for name, s in result["verifiers"].items():
         lat = s["latency_ms"]
         lines.append(
-            f"  {name:<8} {s['rewards_per_s']:10.1f} {lat['p50']:9.1f} {lat['p99']:9.1f} "
-            f"{s['decided_by_rule_share']:8.3f} {s['tokens_per_reward']:10.1f} "
+            f"  {name:<8} {s['rewards_per_s']:10.1f} {_num(s['rewards_per_s_first']):>11} "
+            f"{lat['p50']:9.1f} {lat['p99']:9.1f} {s['decided_by_rule_share']:8.3f} {s['tokens_per_reward']:10.1f} "
             f"{s['engine_calls_per_reward']:9.3f} {s['accuracy']:9.3f} {s['undecided']:10d}"
         )
     lines.append("  where the time of a call goes (means per call):")
@@ -328,7 +341,9 @@ def table(result: dict[str, Any]) -> str:
             f"({costs['pool_checks_per_s']:.0f} checks/s); CPU per check in the pool's "
             f"workers {costs['pool_cpu_ms_per_check']['workers']:.2f} ms, in the scheduling "
             f"process {costs['pool_cpu_ms_per_check']['scheduling_process']:.2f} ms; "
-            f"{costs['distinct_answer_reference_pairs']} distinct (answer, reference) pairs"
+            f"distinct (answer, reference) pairs per burst of "
+            f"{cfg['prompts'] * cfg['completions']}: "
+            f"{costs['distinct_answer_reference_pairs_per_burst']}"
         )
     cmp_ = result["comparison"]
     lines.append(
@@ -530,15 +545,16 @@ def chat_renderer(model: str) -> tuple[Callable[[str], str], str]:
 # --- rule checks outside the service --------------------------------------------------------------
 
 
-def rule_check_costs(pairs: Sequence[tuple[str, str]], settings: Settings) -> dict[str, Any]:
+def rule_check_costs(bursts: Sequence[Burst], settings: Settings) -> dict[str, Any]:
     """What a rule check costs without HTTP, JSON and the queue: ``check`` called here, one by
     one (first call excluded: imports), and the same pairs through the service's rule-check
     pool (as many workers as the service's setting), after a warm-up; and how many of the
-    checks compare an answer with a reference that an earlier check already compared (the
-    completions of one prompt often state the same answer)."""
+    checks of a burst compare an answer with a reference that an earlier check of the same
+    burst already compared (the completions of one prompt often state the same answer)."""
     from service.scoring.answers import check, extract_answer, reference_answer
     from service.serving.rules import RuleVerifier
 
+    pairs = [pair for b in bursts for pair in zip(b.completions, b.labels, strict=True)]
     check(*pairs[0])
     times = []
     for response, reference in pairs:
@@ -555,10 +571,18 @@ def rule_check_costs(pairs: Sequence[tuple[str, str]], settings: Settings) -> di
 
     pool_s, cpu = asyncio.run(pooled())
     n = len(pairs)
-    answers = {(extract_answer(r), reference_answer(ref)) for r, ref in pairs}
+    distinct = [
+        len(
+            {
+                (extract_answer(r), reference_answer(ref))
+                for r, ref in zip(b.completions, b.labels, strict=True)
+            }
+        )
+        for b in bursts
+    ]
     return {
         "pairs": n,
-        "distinct_answer_reference_pairs": len(answers),
+        "distinct_answer_reference_pairs_per_burst": distinct,
         "inline_ms": {
             "mean": statistics.fmean(times),
             "p50": percentile(times, 50),
@@ -653,8 +677,7 @@ def main() -> int:
         with httpx.Client(base_url=url, timeout=args.timeout) as client:
             result["model"] = client.get("/v1/models").json()
             runs = run_bursts(client, bursts, pid, args.pause)
-        pairs = [pair for b in bursts[1:] for pair in zip(b.completions, b.labels, strict=True)]
-        result["rule_check_costs"] = rule_check_costs(pairs, settings)
+        result["rule_check_costs"] = rule_check_costs(bursts[1:], settings)
     result["machine"]["load_average_at_end"] = list(os.getloadavg())
     result["verifiers"] = {k: summarize(k, v["bursts"]) for k, v in runs.items()}
     result["comparison"] = compare(result["verifiers"])

@@ -224,6 +224,7 @@ def test_reward_figures() -> None:
     assert rule["accuracy"] == 6 / 8
     assert rule["accuracy_of_decided"] == 6 / 7
     assert rule["rewards_per_s"] == pytest.approx((400 + 200) / 2)
+    assert rule["rewards_per_s_first"] == rule["rewards_per_s"]  # no position: each went first
     hybrid = rewards.summarize(
         "hybrid", [_record([1.0, 0.0, 0.7, 0.2], [1, 1, 0, 0], truth, 0.02, 2)]
     )
