@@ -10,10 +10,10 @@ solutions (gsm8k/example_model_solutions.jsonl, 4 per question) cycled to G; a r
 ``"cache": false`` so the judgment cache cannot answer.
 
 The same bursts run for ``verifier`` rule, hybrid and model, one call at a time: first a
-warm-up call per verifier (a burst of other items, not timed), then each timed burst through
-the three in an order rotated from burst to burst (rule-hybrid-model, hybrid-model-rule,
-model-rule-hybrid), so a drifting machine, warm caches or prompts the previous call left in
-vLLM's prefix cache favour none of them. Per verifier: rewards/s (queries / wall time of the
+warm-up call per verifier (each on a burst of its own, other items, not timed), then each
+timed burst through the three in an order rotated from burst to burst (rule-hybrid-model,
+hybrid-model-rule, model-rule-hybrid), so a drifting machine, warm caches or prompts the
+previous call left in vLLM's prefix cache favour none of them. Per verifier: rewards/s (queries / wall time of the
 call, median over bursts), p50/p99 latency of the calls, the share decided by rule
 (``extra_logs.decided_by_rule``), tokens and engine calls per reward, and accuracy against the
 solutions' ``is_correct`` labels (reward >= 0.5 = "correct"; a query the rule leaves undecided
@@ -167,16 +167,15 @@ def make_bursts(
     end: str = "",
     labels: str = "solution",
 ) -> list[Burst]:
-    """The warm-up burst (the first ``prompts`` items), then ``bursts`` bursts of the next
-    items: no item is in two bursts."""
-    need = prompts * (bursts + 1)
+    """``bursts`` bursts of ``prompts`` items each, in data order: no item is in two bursts."""
+    need = prompts * bursts
     if len(items) < need:
-        raise ValueError(f"{need} items needed ({bursts} bursts + a warm-up), {len(items)} read")
+        raise ValueError(f"{need} items needed for {bursts} bursts, {len(items)} read")
     return [
         make_burst(
             items[b * prompts : (b + 1) * prompts], b * prompts, completions, render, end, labels
         )
-        for b in range(bursts + 1)
+        for b in range(bursts)
     ]
 
 
@@ -237,10 +236,6 @@ def summarize(verifier_kind: str, records: Sequence[dict[str, Any]]) -> dict[str
         "bursts": len(records),
         "rewards_per_s": statistics.median(r["rewards_per_s"] for r in records),
         "rewards_per_s_each": [r["rewards_per_s"] for r in records],
-        # on the bursts where this verifier went first: texts the service had not seen yet
-        "rewards_per_s_first": _median(
-            [r["rewards_per_s"] for r in records if not r.get("position")]
-        ),
         "latency_ms": {"p50": percentile(walls_ms, 50), "p99": percentile(walls_ms, 99)},
         "decided_by_rule": by_rule,
         "decided_by_rule_share": by_rule / n,
@@ -259,14 +254,6 @@ def summarize(verifier_kind: str, records: Sequence[dict[str, Any]]) -> dict[str
         "mean_client_json_ms": 1000.0 * statistics.fmean(r["client_json_s"] for r in records),
         "server_cpu_s": _cpu_totals(records),
     }
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
-
-
-def _median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
 
 
 def _cpu_totals(records: Sequence[dict[str, Any]]) -> dict[str, float] | None:
@@ -306,16 +293,15 @@ def table(result: dict[str, Any]) -> str:
     lines = [
         f"{cfg['prompts']} prompts x {cfg['completions']} completions = "
         f"{cfg['prompts'] * cfg['completions']} queries per /get_reward call, "
-        f"{cfg['bursts']} timed bursts per verifier (+1 warm-up), labels: {cfg['labels']}; "
-        "went first: median rewards/s on the bursts this verifier saw first",
-        f"  {'verifier':<8} {'rewards/s':>10} {'went first':>11} {'p50 ms':>9} {'p99 ms':>9} "
-        f"{'by rule':>8} {'tokens/rw':>10} {'calls/rw':>9} {'accuracy':>9} {'undecided':>10}",
+        f"{cfg['bursts']} timed bursts per verifier (+1 warm-up each), labels: {cfg['labels']}",
+        f"  {'verifier':<8} {'rewards/s':>10} {'p50 ms':>9} {'p99 ms':>9} {'by rule':>8} "
+        f"{'tokens/rw':>10} {'calls/rw':>9} {'accuracy':>9} {'undecided':>10}",
     ]
     for name, s in result["verifiers"].items():
         lat = s["latency_ms"]
         lines.append(
-            f"  {name:<8} {s['rewards_per_s']:10.1f} {_num(s['rewards_per_s_first']):>11} "
-            f"{lat['p50']:9.1f} {lat['p99']:9.1f} {s['decided_by_rule_share']:8.3f} {s['tokens_per_reward']:10.1f} "
+            f"  {name:<8} {s['rewards_per_s']:10.1f} {lat['p50']:9.1f} {lat['p99']:9.1f} "
+            f"{s['decided_by_rule_share']:8.3f} {s['tokens_per_reward']:10.1f} "
             f"{s['engine_calls_per_reward']:9.3f} {s['accuracy']:9.3f} {s['undecided']:10d}"
         )
     lines.append("  where the time of a call goes (means per call):")
@@ -489,16 +475,22 @@ def orders(bursts: int) -> list[tuple[str, ...]]:
 
 
 def run_bursts(
-    client: httpx.Client, bursts: Sequence[Burst], pid: int | None, pause_s: float = 0.0
+    client: httpx.Client,
+    warmups: Sequence[Burst],
+    timed: Sequence[Burst],
+    pid: int | None,
+    pause_s: float = 0.0,
 ) -> dict[str, dict[str, Any]]:
-    """A warm-up call per verifier on the first burst, then every timed burst through each
-    verifier in its rotated order, ``pause_s`` after the previous call (the engine's CPU threads
-    keep spinning for a moment after a model call, and would slow a rule call right after)."""
+    """A warm-up call per verifier, each on its own burst (so the rule-check pool warms up on
+    twice as many texts: its workers keep getting faster over their first few hundred
+    checks), then every timed burst through each verifier in its rotated order, ``pause_s``
+    after the previous call (the engine's CPU threads keep spinning for a moment after a model
+    call, and would slow a rule call right after)."""
     runs: dict[str, dict[str, Any]] = {
-        kind: {"warmup_wall_s": call(client, bursts[0].body(kind), pid)["wall_s"], "bursts": []}
-        for kind in VERIFIERS
+        kind: {"warmup_wall_s": call(client, warm.body(kind), pid)["wall_s"], "bursts": []}
+        for kind, warm in zip(VERIFIERS, warmups, strict=True)
     }
-    for burst, order in zip(bursts[1:], orders(len(bursts) - 1), strict=True):
+    for burst, order in zip(timed, orders(len(timed)), strict=True):
         for position, kind in enumerate(order):
             time.sleep(pause_s)
             record = burst_record(burst, call(client, burst.body(kind), pid))
@@ -644,7 +636,8 @@ def main() -> int:
     from service.evals.data import load_gsm8k_solutions
 
     data = args.data or settings.data_dir / "gsm8k" / "example_model_solutions.jsonl"
-    items = load_gsm8k_solutions(data, args.prompts * (args.bursts + 1))
+    n_bursts = len(VERIFIERS) + args.bursts  # a warm-up burst per verifier, then the timed
+    items = load_gsm8k_solutions(data, args.prompts * n_bursts)
     config = {
         "prompts": args.prompts,
         "completions": args.completions,
@@ -672,12 +665,13 @@ def main() -> int:
         render, end = chat_renderer(model_path)
         config["tokenizer"] = model_path
         bursts = make_bursts(
-            items, args.prompts, args.completions, args.bursts, render, end, args.labels
+            items, args.prompts, args.completions, n_bursts, render, end, args.labels
         )
+        warmups, timed = bursts[: len(VERIFIERS)], bursts[len(VERIFIERS) :]
         with httpx.Client(base_url=url, timeout=args.timeout) as client:
             result["model"] = client.get("/v1/models").json()
-            runs = run_bursts(client, bursts, pid, args.pause)
-        result["rule_check_costs"] = rule_check_costs(bursts[1:], settings)
+            runs = run_bursts(client, warmups, timed, pid, args.pause)
+        result["rule_check_costs"] = rule_check_costs(timed, settings)
     result["machine"]["load_average_at_end"] = list(os.getloadavg())
     result["verifiers"] = {k: summarize(k, v["bursts"]) for k, v in runs.items()}
     result["comparison"] = compare(result["verifiers"])

@@ -152,7 +152,7 @@ def test_reward_bursts_are_grpo_shaped_and_never_repeat() -> None:
         BestOfNItem(f"q{i}", f"work\nA: {i}", _item([True, False, True, False], "1234").candidates)
         for i in range(3)
     ]
-    warm, burst = rewards.make_bursts(items, 1, 6, 1, _render, "<|end|>")
+    warm, burst = rewards.make_bursts(items, 1, 6, 2, _render, "<|end|>")
     assert warm.items == (0,)
     assert burst.items == (1,)
     assert len(burst.query) == len(burst.prompts) == len(burst.labels) == 6
@@ -165,7 +165,7 @@ def test_reward_bursts_are_grpo_shaped_and_never_repeat() -> None:
     assert [s.attempt for s in burst.samples] == [0, 0, 0, 0, 2, 2]
     assert [s.is_correct for s in burst.samples] == [True, False, True, False, True, False]
     assert burst.completions[4] == "Attempt 2:\nwork\nA: 1"
-    all_queries = [q for b in rewards.make_bursts(items, 1, 6, 2, _render) for q in b.query]
+    all_queries = [q for b in rewards.make_bursts(items, 1, 6, 3, _render) for q in b.query]
     assert len(set(all_queries)) == len(all_queries) == 18
     body = burst.body("hybrid")
     assert body["verifier"] == "hybrid"
@@ -173,8 +173,8 @@ def test_reward_bursts_are_grpo_shaped_and_never_repeat() -> None:
     assert body["labels"] == list(burst.labels)
     answers = rewards.make_burst(items[:1], 0, 2, _render, labels="answer")
     assert answers.labels == ("0", "0")
-    with pytest.raises(ValueError, match="4 items needed"):
-        rewards.make_bursts(items, 2, 4, 1, _render)
+    with pytest.raises(ValueError, match="4 items needed for 2 bursts"):
+        rewards.make_bursts(items, 2, 4, 2, _render)
 
 
 def test_equal_solutions_of_one_item_become_distinct_completions() -> None:
@@ -224,7 +224,6 @@ def test_reward_figures() -> None:
     assert rule["accuracy"] == 6 / 8
     assert rule["accuracy_of_decided"] == 6 / 7
     assert rule["rewards_per_s"] == pytest.approx((400 + 200) / 2)
-    assert rule["rewards_per_s_first"] == rule["rewards_per_s"]  # no position: each went first
     hybrid = rewards.summarize(
         "hybrid", [_record([1.0, 0.0, 0.7, 0.2], [1, 1, 0, 0], truth, 0.02, 2)]
     )
