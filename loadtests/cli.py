@@ -58,6 +58,7 @@ SCRIPTS: Final = (
     "redis_loss_http",
     "remote_agreement",
     "remote_engine",
+    "rewards",
     "schema_fuzz",
 )
 

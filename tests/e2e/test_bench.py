@@ -1,5 +1,5 @@
-"""`verifier bench load` and `verifier bench tradeoff` in their smoke modes (seconds, 4
-questions) against the session's server, through the command line."""
+"""`verifier bench load`, `verifier bench tradeoff` and `verifier bench rewards` in their smoke
+modes (seconds, a few questions) against the session's server, through the command line."""
 
 from __future__ import annotations
 
@@ -123,3 +123,55 @@ def test_tradeoff_smoke(server: Any, tmp_path: Path) -> None:
     assert "| fused | 4 |" in stdout
     height, width, _ = png_shape(plot)
     assert (height, width) == (500, 1300)
+
+
+def test_rewards_smoke(server: Any, tmp_path: Path) -> None:
+    """The mechanics of the reward bursts (never the 135M judge's accuracy)."""
+    out = tmp_path / "rewards.json"
+    stdout = bench("rewards", "--smoke", "--url", server.url, "--output", str(out))
+    result = json.loads(out.read_text())
+    cfg = result["config"]
+    assert (cfg["prompts"], cfg["completions"], cfg["bursts"]) == (2, 4, 1)
+    assert result["machine"]["nproc"] >= 1
+    assert isinstance(result["machine"]["avx512_bf16"], bool)
+    assert len(result["git"]["commit"]) == 40
+    assert list(result["verifiers"]) == list(result["runs"]) == ["rule", "hybrid", "model"]
+    assert cfg["orders"] == [["rule", "hybrid", "model"]]
+    for name, s in result["verifiers"].items():
+        bursts = result["runs"][name]["bursts"]
+        assert len(bursts) == s["bursts"] == 1
+        assert s["queries"] == 8 == sum(len(b["rewards"]) for b in bursts)
+        for b in bursts:
+            assert len(b["decided_by_rule"]) == len(b["is_correct"]) == b["queries"]
+            assert b["candidate"] == [0, 1, 2, 3, 0, 1, 2, 3]  # 2 prompts x 4, cycled
+            assert all(0.0 <= r <= 1.0 for r in b["rewards"])
+            assert b["position"] == cfg["orders"][0].index(name)
+        # the share decided by rule is what extra_logs said, query by query
+        by_rule = sum(sum(b["decided_by_rule"]) for b in bursts)
+        assert s["decided_by_rule"] == by_rule
+        assert s["decided_by_rule_share"] == pytest.approx(by_rule / s["queries"])
+        assert s["decided_by_rule"] + s["decided_by_model"] + s["undecided"] == s["queries"]
+        assert 0 <= s["correct"] <= s["queries"] - s["undecided"]
+        assert s["accuracy"] == pytest.approx(s["correct"] / s["queries"])
+        assert s["engine_calls"] == sum(b["usage"]["engine_calls"] for b in bursts)
+        assert s["rewards_per_s"] > 0
+        assert 0 < s["latency_ms"]["p50"] <= s["latency_ms"]["p99"]
+        assert result["runs"][name]["warmup_wall_s"] > 0
+    rule, hybrid, model = (result["verifiers"][v] for v in ("rule", "hybrid", "model"))
+    assert rule["engine_calls"] == rule["total_tokens"] == rule["decided_by_model"] == 0
+    # hybrid: one direct judgment (one engine call) for each query the rule left undecided
+    assert hybrid["undecided"] == 0
+    assert hybrid["engine_calls"] == hybrid["decided_by_model"]
+    assert model["decided_by_rule"] == model["undecided"] == 0
+    assert model["engine_calls"] == model["queries"]
+    assert model["total_tokens"] > 0
+    cmp_ = result["comparison"]
+    assert cmp_["hybrid_over_model_rewards_per_s"] == pytest.approx(
+        hybrid["rewards_per_s"] / model["rewards_per_s"]
+    )
+    assert cmp_["hybrid_minus_model_accuracy"] == pytest.approx(
+        hybrid["accuracy"] - model["accuracy"]
+    )
+    assert len(cmp_["targets"]) == 2
+    assert result["rule_check_costs"]["pairs"] == 8
+    assert "rule-only >= 1,000 rewards/s per API process" in stdout

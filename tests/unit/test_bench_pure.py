@@ -1,5 +1,6 @@
 """Pure pieces of the benchmarks: percentiles, GSM8K answers, majority vote, the open-loop
-schedule and its target check, Best-of-N selection and baselines of the tradeoff."""
+schedule and its target check, Best-of-N selection and baselines of the tradeoff, the reward
+bursts and their figures."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests import load, tradeoff
+from loadtests import load, rewards, tradeoff
 from loadtests.stats import argmax_first, final_answer, majority_pick, percentile, summary
 from service.scoring.bestofn import BestOfNItem, Candidate
 
@@ -140,3 +141,109 @@ def test_solutions_become_one_step_per_line() -> None:
         "A: 26",
     ]
     assert len(heuristic_split(solution)) == 2  # the raw text: only the blank line cuts
+
+
+def _render(question: str) -> str:
+    return f"<|user|>{question}<|assistant|>"
+
+
+def test_reward_bursts_are_grpo_shaped_and_never_repeat() -> None:
+    items = [
+        BestOfNItem(f"q{i}", f"work\nA: {i}", _item([True, False, True, False], "1234").candidates)
+        for i in range(3)
+    ]
+    warm, burst = rewards.make_bursts(items, 1, 6, 2, _render, "<|end|>")
+    assert warm.items == (0,)
+    assert burst.items == (1,)
+    assert len(burst.query) == len(burst.prompts) == len(burst.labels) == 6
+    assert set(burst.prompts) == {"<|user|>q1<|assistant|>"}
+    assert list(burst.query) == [
+        p + c + "<|end|>" for p, c in zip(burst.prompts, burst.completions, strict=True)
+    ]
+    assert set(burst.labels) == {"work\nA: 1"}  # the reference solution
+    assert [s.candidate for s in burst.samples] == [0, 1, 2, 3, 0, 1]
+    assert [s.attempt for s in burst.samples] == [0, 0, 0, 0, 2, 2]
+    assert [s.is_correct for s in burst.samples] == [True, False, True, False, True, False]
+    assert burst.completions[4] == "Attempt 2:\nwork\nA: 1"
+    all_queries = [q for b in rewards.make_bursts(items, 1, 6, 3, _render) for q in b.query]
+    assert len(set(all_queries)) == len(all_queries) == 18
+    body = burst.body("hybrid")
+    assert body["verifier"] == "hybrid"
+    assert body["cache"] is False
+    assert body["labels"] == list(burst.labels)
+    answers = rewards.make_burst(items[:1], 0, 2, _render, labels="answer")
+    assert answers.labels == ("0", "0")
+    with pytest.raises(ValueError, match="4 items needed for 2 bursts"):
+        rewards.make_bursts(items, 2, 4, 2, _render)
+
+
+def test_equal_solutions_of_one_item_become_distinct_completions() -> None:
+    item = BestOfNItem("q", "A: 1", _item([True] * 4, "1111").candidates)
+    burst = rewards.make_burst([item], 0, 5, _render)
+    assert burst.completions == (
+        "work\nA: 1",
+        "Attempt 2:\nwork\nA: 1",
+        "Attempt 3:\nwork\nA: 1",
+        "Attempt 4:\nwork\nA: 1",
+        "Attempt 5:\nwork\nA: 1",
+    )
+    assert [s.candidate for s in burst.samples] == [0, 1, 2, 3, 0]
+
+
+def _record(rewards_: list[float], by_rule: list[float], truth: list[bool], wall: float,
+            calls: int = 0) -> dict[str, object]:  # fmt: skip
+    return {
+        "queries": len(rewards_),
+        "wall_s": wall,
+        "rewards_per_s": len(rewards_) / wall,
+        "client_json_s": 0.001,
+        "server_s": wall / 2,
+        "queue_wait_s": None,
+        "server_cpu_s": None,
+        "usage": {"total_tokens": 100 * calls, "engine_calls": calls},
+        "rewards": rewards_,
+        "decided_by_rule": by_rule,
+        "is_correct": truth,
+    }
+
+
+def test_reward_figures() -> None:
+    truth = [True, False, True, False]
+    # rule: the third query undecided (reward 0, not by rule) is a miss though its label is wrong
+    rule = rewards.summarize(
+        "rule",
+        [_record([1.0, 0.0, 0.0, 0.0], [1, 1, 0, 1], truth, 0.01),
+         _record([1.0, 1.0, 1.0, 0.0], [1, 1, 1, 1], truth, 0.02)],
+    )  # fmt: skip
+    assert rule["queries"] == 8
+    assert rule["decided_by_rule"] == 7
+    assert rule["undecided"] == 1
+    assert rule["decided_by_model"] == 0
+    # 3 of the first (the undecided one counts as wrong), 3 of the second
+    assert rule["correct"] == 6
+    assert rule["accuracy"] == 6 / 8
+    assert rule["accuracy_of_decided"] == 6 / 7
+    assert rule["rewards_per_s"] == pytest.approx((400 + 200) / 2)
+    hybrid = rewards.summarize(
+        "hybrid", [_record([1.0, 0.0, 0.7, 0.2], [1, 1, 0, 0], truth, 0.02, 2)]
+    )
+    assert (hybrid["decided_by_rule"], hybrid["decided_by_model"], hybrid["undecided"]) == (2, 2, 0)
+    assert hybrid["decided_by_rule_share"] == 0.5
+    assert hybrid["accuracy"] == 1.0
+    assert hybrid["engine_calls_per_reward"] == 0.5
+    assert hybrid["tokens_per_reward"] == 50
+    model = rewards.summarize("model", [_record([0.6] * 4, [0] * 4, truth, 1.0, 4)])
+    assert model["accuracy"] == 0.5
+    cmp_ = rewards.compare({"rule": rule, "hybrid": hybrid, "model": model})
+    assert cmp_["hybrid_over_model_rewards_per_s"] == pytest.approx(50.0)
+    assert cmp_["hybrid_minus_model_accuracy"] == 0.5
+    assert [t["pass"] for t in cmp_["targets"]] == [True, False]  # rule-only 300/s < 1,000/s
+
+
+def test_reward_verifiers_take_turns_going_first() -> None:
+    assert rewards.orders(4) == [
+        ("rule", "hybrid", "model"),
+        ("hybrid", "model", "rule"),
+        ("model", "rule", "hybrid"),
+        ("rule", "hybrid", "model"),
+    ]
