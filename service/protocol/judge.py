@@ -14,6 +14,7 @@ from service.protocol.base import (
     Usage,
     _non_blank,
 )
+from service.scoring.answers import Reason
 
 
 class JudgeOptions(BudgetOptions):
@@ -58,15 +59,6 @@ class JudgeOptions(BudgetOptions):
 
 
 VerifierKind = Literal["model", "rule", "hybrid"]
-RuleReason = Literal[
-    "equivalent",
-    "not_equivalent",
-    "no_answer",
-    "unparsable_answer",
-    "unparsable_reference",
-    "timeout",
-    "error",
-]
 
 
 class ReferenceOptions(ServiceModel):
@@ -115,7 +107,7 @@ class RuleInfo(BaseModel):
     extracted: str | None = Field(description="The response's final answer, as extracted.")
     reference: str | None = Field(description="The reference's answer, as read.")
     equivalent: bool | None = Field(description="null: the rule could not decide (see reason).")
-    reason: RuleReason
+    reason: Reason
 
 
 DecidedBy = Literal["rule", "model"]
