@@ -50,11 +50,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "precision": _ratio(tp, said_correct),
         "recall": _ratio(tp, labelled_correct),
         "decided_by_rule_share": _ratio(
-            sum(
-                r.get("decided_by", "rule" if r["equivalent"] is not None else None) == "rule"
-                for r in rows
-            ),
-            len(rows),
+            sum(r.get("decided_by") == "rule" for r in rows), len(rows)
         ),
         "reasons": dict(Counter(r["reason"] for r in rows)),
         "undecided_rows": [r for r in rows if r["equivalent"] is None][:SHOWN],
@@ -69,6 +65,7 @@ def _row(index: int, solver: str, label: bool, result: RuleCheck) -> dict[str, A
         "solver": solver,
         "label": label,
         "equivalent": result.equivalent,
+        "decided_by": None if result.equivalent is None else "rule",
         "reason": result.reason,
         "extracted": result.extracted,
         "reference": result.reference,
