@@ -131,6 +131,12 @@ class EngineSettings(SettingsGroup):
     )
     max_num_seqs: int = Field(default=256, ge=1, description="vLLM's cap on sequences per batch.")
     seed: int = Field(default=0, description="vLLM's seed.")
+    one_call_reasoning: bool = Field(
+        default=True,
+        description="Read a reasoning judgment's verdict inside its rationale's own request (a "
+        "logits processor forces the verdict line); off: a second request reads it. Scores are "
+        "the same either way.",
+    )
     # CPU-only knobs (ignored by GPU builds of vLLM).
     cpu_kvcache_gib: int = Field(default=2, ge=1, description="VLLM_CPU_KVCACHE_SPACE in GiB.")
     cpu_threads_bind: str = Field(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from service.engine.base import (
     GenerateCall,
@@ -25,6 +26,7 @@ Verdict = Callable[[Sequence[int]], Awaitable[tuple[float, TokenUsage]]]
 # Prompt logprobs kept per position (the engine's max_logprobs); a forced token comes on top.
 PROMPT_TOPK = 20
 Generate = Callable[[GenerateCall], Awaitable[GenerateResult]]
+VERDICT_READ_ARG = "verdict_read"  # the SamplingParams.extra_args key engine.verdict_read reads
 
 
 def logsumexp(values: Sequence[float]) -> float:
@@ -96,3 +98,119 @@ async def fill_slots(
         exact_fallbacks=len(missing),
         usage=usage,
     )
+
+
+# --- one request per reasoning judgment (engine.verdict_read) --------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OneCall:
+    """How a reasoning judgment reads its verdict inside its rationale's request.
+
+    ``trigger`` is the shortest prefix of ``after`` (the ids of "\\nVerdict: ") whose text holds
+    ``marker``: when the model writes exactly it, only the rest of ``after`` is forced.
+    """
+
+    marker: str
+    after: tuple[int, ...]
+    trigger: tuple[int, ...]
+    end: int  # EOS: forced last, so vLLM ends the request right after the read
+
+    def extra_args(self, budget: int, greedy: bool) -> dict[str, object]:
+        spec = {
+            "trigger": list(self.trigger),
+            "after": list(self.after),
+            "budget": budget,
+            "end": self.end,
+            "greedy": greedy,
+        }
+        return {VERDICT_READ_ARG: spec}
+
+    def read_ids(self, pos_ids: Sequence[int], neg_ids: Sequence[int]) -> list[int]:
+        """Ids whose logprobs every position returns: the labels, EOS and the newline the
+        forced line starts with (together they tell who ended the rationale)."""
+        return list(dict.fromkeys([*pos_ids, *neg_ids, self.end, self.after[0]]))
+
+
+def one_call_spec(tokenizer: Tokenizer, call: JudgeCall, end: int | None) -> OneCall | None:
+    """The spec for ``call``, or None when only two requests can judge it (another stop
+    string than the one marker, no EOS, or a marker the verdict line does not spell)."""
+    if end is None or len(call.stop) != 1 or not call.after_rationale_ids:
+        return None
+    marker, after = call.stop[0], tuple(call.after_rationale_ids)
+    for j in range(1, len(after) + 1):
+        if marker in tokenizer.decode(list(after[:j])):
+            return OneCall(marker=marker, after=after, trigger=after[:j], end=end)
+    return None
+
+
+@dataclass(slots=True)
+class OneCallRead:
+    rationale: str
+    rationale_tokens: int  # as the two-request path counts them (marker or EOS included)
+    finish: str  # "verdict" | "eos" | "length", as rationale_finish
+    logit: float | None  # None: the sequence differs from the two-request one; read it again
+
+
+def _marker_end(tokenizer: Tokenizer, ids: Sequence[int], marker: str) -> int:
+    """The fewest leading tokens whose text holds ``marker`` (where a stop string stops)."""
+    lo, hi = 1, len(ids)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if marker in tokenizer.decode(list(ids[:mid]), skip_special_tokens=True):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def read_one_call(
+    spec: OneCall,
+    tokenizer: Tokenizer,
+    *,
+    ids: Sequence[int],
+    text: str,
+    logprobs: Callable[[int], Mapping[int, float]],
+    budget: int,
+    greedy: bool,
+    finish_reason: str | None,
+    labels: tuple[Sequence[int], Sequence[int]],
+) -> OneCallRead:
+    """What the two-request path would have said, from one request's output.
+
+    The rationale is the text before the first marker (where a stop string would have cut),
+    stripped. The read at the last position is used only when the request ended with the forced
+    line and its ids are exactly ``encode(rationale) + after``: the sequence the second request
+    would prefill. Who ended the rationale: the budget if ``budget`` tokens precede the line;
+    else, in greedy decoding, EOS if the model preferred EOS to the line's first token there
+    (the processor took EOS's place); else the model wrote the marker.
+    """
+    cut = text.find(spec.marker)
+    rationale = (text[:cut] if cut >= 0 else text).rstrip()
+    a = len(spec.after)
+    forced = len(ids) > a and ids[-1] == spec.end and tuple(ids[-1 - a : -1]) == spec.after
+    marker_at = _marker_end(tokenizer, ids, spec.marker) if cut >= 0 else None
+    if not forced:  # ended on its own: EOS when sampling, or EOS as the first token
+        if marker_at is not None:
+            return OneCallRead(rationale, marker_at, "verdict", None)
+        finish = "length" if finish_reason == "length" else "eos"
+        return OneCallRead(rationale, len(ids), finish, None)
+    body = len(ids) - 1 - a
+    earlier = marker_at is not None and marker_at < body + len(spec.trigger)
+    if earlier:
+        finish, tokens = "verdict", marker_at or 0  # an earlier marker, spelled otherwise
+    elif body >= budget:
+        finish, tokens = "length", budget
+    elif greedy and _wanted_end(logprobs(body), spec):
+        finish, tokens = "eos", body + 1
+    else:
+        finish, tokens = "verdict", body + len(spec.trigger)
+    logit = None
+    if not earlier and list(ids[:body]) == encode(tokenizer, rationale):
+        logit = pair_logit(logprobs(len(ids) - 1), *labels)
+    return OneCallRead(rationale, tokens, finish, logit)
+
+
+def _wanted_end(entry: Mapping[int, float], spec: OneCall) -> bool:
+    end, first = entry.get(spec.end), entry.get(spec.after[0])
+    return end is not None and first is not None and end > first

@@ -30,11 +30,20 @@ from service.engine.base import (
     TokenUsage,
 )
 from service.engine.device import detect_device, resolve_dtype
-from service.engine.judging import PROMPT_TOPK, fill_slots, judge_one, logsumexp, pair_logit
+from service.engine.judging import (
+    PROMPT_TOPK,
+    OneCall,
+    fill_slots,
+    judge_one,
+    logsumexp,
+    one_call_spec,
+    pair_logit,
+    read_one_call,
+)
 from service.engine.reaper import start_reaper
 from service.errors import EngineFailure, EngineUnavailable
 from service.scoring.prompts import token_variants
-from service.scoring.tokenizer import Tokenizer
+from service.scoring.tokenizer import Tokenizer, encode
 
 if TYPE_CHECKING:
     from vllm import RequestOutput, SamplingParams
@@ -45,6 +54,8 @@ CPU_BLOCK_SIZE = 32  # the smallest the CPU attention backend takes (multiples o
 POSITIVE_LABEL = "1"
 NEGATIVE_LABEL = "0"
 SHUTDOWN_TIMEOUT_S = 60.0
+# Loaded by vLLM's engine-core process; a string, so this module does not import vLLM.
+VERDICT_READ_FQCN = "service.engine.verdict_read:VerdictReadProcessor"
 
 
 def _cpu_list() -> str:
@@ -123,12 +134,17 @@ def openai_server_args(settings: Settings, model: str, device: str = "cpu") -> l
 class VLLMEngine:
     """``Engine`` on vLLM's ``AsyncLLM``: every concurrent call joins vLLM's continuous batch."""
 
-    def __init__(self, llm: Any, tokenizer: Tokenizer, info: ModelInfo) -> None:
+    def __init__(
+        self, llm: Any, tokenizer: Tokenizer, info: ModelInfo, *, one_call: bool = False
+    ) -> None:
         self._llm = llm
         self._tokenizer = tokenizer
         self._info = info
         self._pos_ids = label_variant_ids(tokenizer, POSITIVE_LABEL)
         self._neg_ids = label_variant_ids(tokenizer, NEGATIVE_LABEL)
+        # One request per reasoning judgment needs the verdict_read processor in the engine.
+        self._one_call = one_call
+        self._one_call_specs: dict[tuple[tuple[str, ...], tuple[int, ...]], OneCall | None] = {}
 
     @classmethod
     def start(cls, settings: Settings, model: str) -> VLLMEngine:
@@ -153,6 +169,7 @@ class VLLMEngine:
             max_logprobs=PROMPT_TOPK,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             tensor_parallel_size=cfg.tensor_parallel_size,
+            logits_processors=[VERDICT_READ_FQCN] if cfg.one_call_reasoning else None,
         )
         llm = AsyncLLMEngine.from_engine_args(args)
         dtype = _engine_dtype(llm, dtype)
@@ -164,7 +181,7 @@ class VLLMEngine:
             device=device,
             dtype=dtype,
         )
-        return cls(llm, llm.get_tokenizer(), info)
+        return cls(llm, llm.get_tokenizer(), info, one_call=cfg.one_call_reasoning)
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -209,10 +226,80 @@ class VLLMEngine:
         return pos - neg, read.usage
 
     async def _judge_one(self, call: JudgeCall) -> JudgeResult:
+        spec = self._one_call_spec(call)
+        if spec is not None:
+            return await self._judge_in_one_call(call, spec)
+
         async def generate(gen: GenerateCall) -> GenerateResult:
             return await self._generate_one(gen)
 
         return await judge_one(call, self._tokenizer, self._verdict, generate)
+
+    def _one_call_spec(self, call: JudgeCall) -> OneCall | None:
+        """How ``call`` reads its verdict in its rationale's request; None: two requests."""
+        if not self._one_call or call.reasoning_tokens <= 0:
+            return None
+        key = (tuple(call.stop), tuple(call.after_rationale_ids))
+        if key not in self._one_call_specs:
+            end = getattr(self._tokenizer, "eos_token_id", None)
+            self._one_call_specs[key] = one_call_spec(self._tokenizer, call, end)
+        spec = self._one_call_specs[key]
+        extra = len(call.after_rationale_ids) + 1
+        if spec is None or len(call.prompt_ids) + call.reasoning_tokens + extra > (
+            self._info.max_model_len
+        ):
+            return None  # the two-request path says what does not fit
+        return spec
+
+    async def _judge_in_one_call(self, call: JudgeCall, spec: OneCall) -> JudgeResult:
+        """Rationale and verdict in one request (engine.verdict_read); the verdict is read
+        again with a second request only when the sequence differs from the two-request one
+        (engine.judging.read_one_call), so the scores are the same either way."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        greedy = call.temperature == 0
+        params = SamplingParams(
+            max_tokens=call.reasoning_tokens + len(spec.after) + 1,
+            temperature=call.temperature,
+            seed=call.seed,
+            logprob_token_ids=spec.read_ids(self._pos_ids, self._neg_ids),
+            extra_args=spec.extra_args(call.reasoning_tokens, greedy),
+            output_kind=RequestOutputKind.FINAL_ONLY,
+            flat_logprobs=True,
+        )
+        out = await self._run(call.prompt_ids, params)
+        first = out.outputs[0]
+        table = first.logprobs or []
+
+        def logprobs_at(i: int) -> dict[int, float]:
+            entry = table[i]
+            return {k: lp.logprob for k, lp in entry.items()} if entry else {}
+
+        read = read_one_call(
+            spec,
+            self._tokenizer,
+            ids=first.token_ids,
+            text=first.text,
+            logprobs=logprobs_at,
+            budget=call.reasoning_tokens,
+            greedy=greedy,
+            finish_reason=first.finish_reason,
+            labels=(self._pos_ids, self._neg_ids),
+        )
+        usage = _usage(out)
+        logit = read.logit
+        if logit is None:
+            ids = [*call.prompt_ids, *encode(self._tokenizer, read.rationale)]
+            logit, extra = await self._verdict([*ids, *call.after_rationale_ids])
+            usage.add(extra)
+        return JudgeResult(
+            logit=logit,
+            rationale=read.rationale,
+            rationale_tokens=read.rationale_tokens,
+            rationale_finish=read.finish,
+            usage=usage,
+        )
 
     async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
         return list(await asyncio.gather(*(self._judge_one(c) for c in calls)))

@@ -15,6 +15,7 @@ import httpx
 import pytest
 import verifier_client as vc
 
+from loadtests.workload import load_pairs
 from service.app import create_app
 from service.config import EngineSettings, OpenAIEngineSettings, Settings
 from service.engine import reaper
@@ -95,8 +96,41 @@ def test_reasoning_rationales_come_from_generation_on_the_server(server: Any, re
         post(remote.url, "/v1/judge/outcome", body),
     )
     assert far["rationale"] == local["rationale"]  # greedy: the same text
-    assert far["usage"]["generated_tokens"] == local["usage"]["generated_tokens"]
     assert abs(local["logit"] - far["logit"]) <= TOL
+
+
+def test_one_request_reasoning_scores_as_two_requests_do(
+    server: Any, remote: Proc, settings: Settings
+) -> None:
+    """The in-process engine reads a reasoning judgment's verdict inside the rationale's own
+    request (engine.one_call_reasoning, on by default); the remote engine always sends a second
+    request. Greedy, so the same rationale; the same score within the engines' tolerance; and
+    usage.engine_calls says which path ran."""
+    pairs = load_pairs(settings, 2)
+    one_request = 0
+    for question, response in pairs:
+        body = {
+            "question": question,
+            "response": response,
+            "mode": "reasoning",
+            "reasoning_tokens": 64,
+            "return_rationale": True,
+        }
+        local, far = (
+            post(server.url, "/v1/judge/outcome", body),
+            post(remote.url, "/v1/judge/outcome", body),
+        )
+        assert far["usage"]["engine_calls"] == 2
+        assert local["usage"]["engine_calls"] in (1, 2)
+        assert local["rationale"] == far["rationale"], question
+        assert abs(local["logit"] - far["logit"]) <= TOL, (question, local, far)
+        if local["usage"]["engine_calls"] == 1:
+            one_request += 1
+            # One prefill of the prompt instead of two.
+            assert local["usage"]["prompt_tokens"] < far["usage"]["prompt_tokens"]
+    # Most of the default model's rationales end where one request can read the verdict
+    # (EOS, or the budget); see docs/performance.md.
+    assert one_request >= len(pairs) // 2
 
 
 @pytest.mark.parametrize("mode", ["direct", "single_pass"])
