@@ -13,7 +13,7 @@ import pytest
 import verifier_client as vc
 from verifier_client import verl
 from verifier_client.trl import RewardTimeout, reward_function
-from verifier_client.verl import compute_score
+from verifier_client.verl import compute_score, compute_score_batch
 
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
 RIGHT = "In May she sold 48 / 2 = 24 clips. In total 48 + 24 = 72. The answer is 72."
@@ -352,6 +352,31 @@ async def test_verl_ground_truth_is_the_reference(server: Any) -> None:
     assert vague["score"] == vague["model_score"]
     assert ignored["score"] == pytest.approx(outcome_scores(server.url, [(QUESTION, RIGHT)])[0])
     assert (late["score"], late["judged"]) == (0.0, 0.0)
+
+
+def test_verl_batch_reward_manager_call(server: Any) -> None:
+    import numpy as np
+
+    # As verl's batch reward manager calls it: keyword lists, numpy object arrays for the
+    # non-tensor columns, reward_kwargs last.
+    info = {"question": QUESTION}
+    try:
+        out = compute_score_batch(
+            data_sources=np.array(["openai/gsm8k"] * 3, dtype=object),
+            solution_strs=[RIGHT, VAGUE, WRONG],
+            ground_truths=["72", "72", "72"],
+            extra_infos=np.array([info] * 3, dtype=object),
+            base_url=server.url,
+        )
+    finally:
+        verl.close()
+    with vc.Client(server.url) as client:
+        vague = client.outcome(question=QUESTION, response=VAGUE, reference="72")
+    assert vague.decided_by == "model"
+    assert [r["score"] for r in out] == [1.0, pytest.approx(vague.score), 0.0]
+    assert [r["decided_by_rule"] for r in out] == [1.0, 0.0, 1.0]
+    assert [r["model_score"] for r in out] == [0.0, pytest.approx(vague.score), 0.0]
+    assert [r["judged"] for r in out] == [1.0, 1.0, 1.0]
 
 
 async def test_verl_without_a_question_says_where_to_put_it(server: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from verifier_client import Client, verl
 from verifier_client import models as m
 from verifier_client._rl import Group, Sample, Scoring, groups_of
 from verifier_client.errors import ResponseValidationError
@@ -340,3 +341,50 @@ def test_an_answer_with_the_wrong_results_is_an_error() -> None:
     body["results"] = body["results"][:1]
     with pytest.raises(ResponseValidationError, match="1 results with indices \\[0\\] for 2"):
         Scoring("outcome", "direct", {}).judged(group, m.ScoreResponse.model_validate(body))
+
+
+# --- verl's batch reward manager -------------------------------------------------------------
+
+
+def verl_batch(svc: FakeService, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> list[Any]:
+    """compute_score_batch as verl's batch reward manager calls it, on the fake service."""
+    transport = httpx.MockTransport(svc.sync)
+    monkeypatch.setattr(verl, "Client", lambda url, api_key=None: Client(url, transport=transport))
+    try:
+        return verl.compute_score_batch(
+            data_sources=["openai/gsm8k"] * 4,
+            solution_strs=["It is 5.", RULE, "It is 6.", RULE],
+            ground_truths=["72", "72", 72, "72"],
+            extra_infos=[{"question": q} for q in (Q1, Q1, Q2, Q2)],
+            base_url="http://svc",
+            **kw,
+        )
+    finally:
+        verl.close()
+        assert verl._sync_clients == {}
+
+
+def test_verl_batch_is_one_call_per_question_and_ground_truth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    svc = FakeService()
+    out = verl_batch(svc, monkeypatch)
+    assert svc.paths() == ["/v1/score", "/v1/score"]
+    assert [b["reference"] for _, b in svc.calls] == ["72", "72"]
+    model = [fake_score(Q1, "It is 5."), fake_score(Q2, "It is 6.")]
+    assert [r["score"] for r in out] == [model[0], 1.0, model[1], 1.0]
+    assert [r["decided_by_rule"] for r in out] == [0.0, 1.0, 0.0, 1.0]
+    assert [r["model_score"] for r in out] == [model[0], 0.0, model[1], 0.0]
+    assert [r["judged"] for r in out] == [1.0] * 4
+
+
+def test_verl_batch_late_samples_score_0_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    svc = FakeService()
+    svc.slow_question = Q2
+    out = verl_batch(svc, monkeypatch, timeout_s=0.3, on_timeout="zero")
+    assert [r["judged"] for r in out] == [1.0, 1.0, 0.0, 0.0]
+    assert [r["score"] for r in out][2:] == [0.0, 0.0]
+    svc = FakeService()
+    svc.slow_question = Q2
+    with pytest.raises(RewardTimeout):
+        verl_batch(svc, monkeypatch, timeout_s=0.3, on_timeout="raise")
