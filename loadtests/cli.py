@@ -43,6 +43,7 @@ OUT = Path("out/bench")
 # the commands, `verifier bench --help` and the tests all read it.
 SCRIPTS: Final = (
     "fake_verdict",
+    "group_calls",
     "judge_throughput",
     "judgment_cache",
     "logit_drift",

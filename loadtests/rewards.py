@@ -37,11 +37,9 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -49,8 +47,9 @@ from typing import Any, Final
 import httpx
 import psutil
 
-from loadtests.harness import ROOT, ServerProcess, free_port, verifier
+from loadtests.harness import ROOT, git_commit, machine, service
 from loadtests.stats import final_answer, percentile
+from loadtests.workload import chat_renderer, distinct
 from service.config import Settings
 from service.scoring.bestofn import BestOfNItem
 
@@ -95,22 +94,6 @@ class Burst:
             "verifier": verifier_kind,
             "cache": False,
         }
-
-
-def completion(solution: str, attempt: int) -> str:
-    """The solution with an ``Attempt k:`` line in front (attempt 0: as it is); the line
-    changes no answer."""
-    return solution if attempt == 0 else f"Attempt {attempt}:\n{solution}"
-
-
-def distinct(solution: str, seen: set[str]) -> tuple[str, int]:
-    """The first of ``solution``, ``Attempt 2:`` + it, ``Attempt 3:`` + it ... not in
-    ``seen`` (added to it), and its attempt number (0 for the solution as it is)."""
-    attempt = 0
-    while (text := completion(solution, attempt)) in seen:
-        attempt = max(2, attempt + 1)
-    seen.add(text)
-    return text, attempt
 
 
 def label_of(item: BestOfNItem, kind: str) -> str:
@@ -341,40 +324,6 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# --- the machine and the checkout ----------------------------------------------------------------
-
-
-def machine() -> dict[str, Any]:
-    flags: set[str] = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_count": os.cpu_count(),
-        "avx512_bf16": "avx512_bf16" in flags,
-        "amx_bf16": "amx_bf16" in flags,
-        "load_average_at_start": list(os.getloadavg()),
-    }
-
-
-def git_commit() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        out = subprocess.run(
-            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
-        )
-        return out.stdout.strip()
-
-    return {
-        "commit": git("rev-parse", "HEAD") or None,
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-    }
-
-
 # --- the service --------------------------------------------------------------------------------
 
 
@@ -498,40 +447,6 @@ def run_bursts(
             runs[kind]["bursts"].append(record)
             print(f"  {kind}: {record['queries']} rewards in {record['wall_s']:.2f} s")
     return runs
-
-
-@contextmanager
-def service(url: str | None, log: Path) -> Iterator[tuple[str, int | None]]:
-    """The URL to use and the server's pid (None for a server this run did not start)."""
-    if url:
-        yield url.rstrip("/"), None
-        return
-    port = free_port()
-    env = {
-        **os.environ,
-        "VERIFIER_HOST": "127.0.0.1",
-        "VERIFIER_PORT": str(port),
-        "VERIFIER_LOG_LEVEL": "warning",
-    }
-    base = f"http://127.0.0.1:{port}"
-    print(f"starting verifier serve on {base} (log: {log})")
-    with ServerProcess(verifier("serve"), env=env, log=log, probe=base + "/ready") as proc:
-        yield base, proc.pid
-
-
-def chat_renderer(model: str) -> tuple[Callable[[str], str], str]:
-    """The model's chat template as a prompt renderer, and its end-of-turn text."""
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(model)
-
-    def render(question: str) -> str:
-        text = tok.apply_chat_template(
-            [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
-        )
-        return str(text)
-
-    return render, str(tok.eos_token or "")
 
 
 # --- rule checks outside the service --------------------------------------------------------------

@@ -122,3 +122,34 @@ def raw_engine(settings: Settings, model: str) -> Any:
             seed=cfg.seed,
         )
     )
+
+
+def completion(solution: str, attempt: int) -> str:
+    """The solution with an ``Attempt k:`` line in front (attempt 0: as it is); the line
+    changes no answer."""
+    return solution if attempt == 0 else f"Attempt {attempt}:\n{solution}"
+
+
+def distinct(solution: str, seen: set[str]) -> tuple[str, int]:
+    """The first of ``solution``, ``Attempt 2:`` + it, ``Attempt 3:`` + it ... not in
+    ``seen`` (added to it), and its attempt number (0 for the solution as it is)."""
+    attempt = 0
+    while (text := completion(solution, attempt)) in seen:
+        attempt = max(2, attempt + 1)
+    seen.add(text)
+    return text, attempt
+
+
+def chat_renderer(model: str) -> tuple[Callable[[str], str], str]:
+    """The model's chat template as a prompt renderer, and its end-of-turn text."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+
+    def render(question: str) -> str:
+        text = tok.apply_chat_template(
+            [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+        )
+        return str(text)
+
+    return render, str(tok.eos_token or "")

@@ -1,5 +1,5 @@
-"""`verifier bench load`, `verifier bench tradeoff` and `verifier bench rewards` in their smoke
-modes (seconds, a few questions) against the session's server, through the command line."""
+"""`verifier bench load`, `tradeoff`, `rewards` and `group-calls` in their smoke modes (seconds,
+a few questions) against the session's server, through the command line."""
 
 from __future__ import annotations
 
@@ -175,3 +175,41 @@ def test_rewards_smoke(server: Any, tmp_path: Path) -> None:
     assert len(cmp_["targets"]) == 2
     assert result["rule_check_costs"]["pairs"] == 8
     assert "rule-only >= 1,000 rewards/s per API process" in stdout
+
+
+def test_group_calls_smoke(server: Any, tmp_path: Path) -> None:
+    """The mechanics of the four ways of sending one step (never the machine's speed)."""
+    out = tmp_path / "group_calls.json"
+    stdout = bench("group-calls", "--smoke", "--url", server.url, "--output", str(out))
+    result = json.loads(out.read_text())
+    cfg = result["config"]
+    assert (cfg["prompts"], cfg["completions"], cfg["runs"]) == (2, 4, 1)
+    assert cfg["judge"] == {"mode": "direct", "verifier": "model", "cache": False}
+    modes = ["get_reward", "score", "single", "single_bounded"]
+    assert list(result["modes"]) == cfg["modes"] == modes
+    assert cfg["orders"] == [modes]
+    assert len(result["git"]["commit"]) == 40
+    requests = {"get_reward": 1, "score": 2, "single": 8, "single_bounded": 8}
+    for round_ in (result["warmup"], *result["rounds"]):
+        assert sorted(round_) == sorted(modes)
+        for mode, rec in round_.items():
+            assert rec["requests"] == requests[mode]
+            assert len(rec["rewards"]) == 8
+            assert all(0.0 < r < 1.0 for r in rec["rewards"])  # every one judged by the model
+            assert rec["usage"]["engine_calls"] == 8  # cache off: one engine call each
+            assert rec["usage"]["prompt_tokens"] > 0
+            assert 0 <= rec["usage"]["cached_tokens"] <= rec["usage"]["prompt_tokens"]
+    for mode, s in result["modes"].items():
+        assert s["requests_per_round"] == requests[mode]
+        assert s["rewards"] == 8
+        assert s["engine_calls_per_reward"] == 1.0
+        assert s["rewards_per_s"] == result["rounds"][0][mode]["rewards_per_s"] > 0
+    # each mode judges the same texts behind a question line of its own: their prompts differ
+    # by about that line only
+    tokens = [s["prompt_tokens_per_reward"] for s in result["modes"].values()]
+    assert max(tokens) - min(tokens) < 8
+    rate = {m: s["rewards_per_s"] for m, s in result["modes"].items()}
+    assert result["comparison"]["get_reward_over_single"] == pytest.approx(
+        rate["get_reward"] / rate["single"]
+    )
+    assert "get_reward / single rewards/s" in stdout

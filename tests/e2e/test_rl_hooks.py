@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 from typing import Any
 
 import httpx
@@ -12,7 +13,7 @@ import pytest
 import verifier_client as vc
 from verifier_client import verl
 from verifier_client.trl import RewardTimeout, reward_function
-from verifier_client.verl import compute_score
+from verifier_client.verl import compute_score, compute_score_batch
 
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
 RIGHT = "In May she sold 48 / 2 = 24 clips. In total 48 + 24 = 72. The answer is 72."
@@ -202,6 +203,84 @@ async def test_trl_deadline_falls_back_as_the_caller_chose(server: Any, asynchro
         await settled(fn(prompts=[QUESTION], completions=[VAGUE]))
 
 
+class Counting(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Real HTTP transports (sync and async) that record each request's method and path."""
+
+    def __init__(self) -> None:
+        self._sync = httpx.HTTPTransport()
+        self._async = httpx.AsyncHTTPTransport()
+        self.paths: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(f"{request.method} {request.url.path}")
+        return self._sync.handle_request(request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(f"{request.method} {request.url.path}")
+        return await self._async.handle_async_request(request)
+
+    def close(self) -> None:
+        self._sync.close()
+
+    async def aclose(self) -> None:
+        await self._async.aclose()
+
+
+# GRPO-shaped: 2 prompts x 4 completions, the prompts interleaved as a shuffled batch may be.
+GROUP_PROMPTS = [QUESTION, "A pen costs 3 dollars. How much do 4 pens cost?"]
+GROUP_COMPLETIONS = {
+    GROUP_PROMPTS[0]: [RIGHT, WRONG, VAGUE, "48 + 24 = 72 clips."],
+    GROUP_PROMPTS[1]: ["4 x 3 = 12 dollars.", "They cost 7 dollars.", "3 + 4 = 7.", "12."],
+}
+
+
+def logit(p: float) -> float:
+    return math.log(p) - math.log1p(-p)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_trl_batch_is_one_score_request_per_prompt(
+    server: Any, logit_tol: float, asynchronous: bool
+) -> None:
+    prompts = [GROUP_PROMPTS[i % 2] for i in range(8)]
+    completions = [GROUP_COMPLETIONS[p][i // 2] for i, p in enumerate(prompts)]
+    transport = Counting()
+    try:
+        fn = reward_function(
+            server.url,
+            asynchronous=asynchronous,
+            client_options={"transport": transport},
+            cache=False,  # every judgment fresh: batched in the engine, not read from the cache
+        )
+        rewards = await settled(fn(prompts=prompts, completions=completions))
+    finally:
+        transport.close()
+        await transport.aclose()
+    assert transport.paths == ["POST /v1/score"] * 2
+    with vc.Client(server.url) as client:
+        single = [
+            client.outcome(question=p, response=c, cache=False)
+            for p, c in zip(prompts, completions, strict=True)
+        ]
+    assert all(r is not None and 0.0 < r < 1.0 for r in rewards)
+    for reward, one in zip(rewards, single, strict=True):
+        assert one.logit is not None
+        assert abs(logit(reward) - one.logit) <= logit_tol, (reward, one.score)
+
+
+def test_trl_refused_completion_skips_only_itself(server: Any) -> None:
+    transport = Counting()
+    try:
+        fn = reward_function(server.url, client_options={"transport": transport})
+        # over limits.max_text_chars (32,000 by default): the service refuses it (413)
+        rewards = fn(prompts=[QUESTION] * 3, completions=[RIGHT, "7" * 40_000, WRONG])
+    finally:
+        transport.close()
+    assert transport.paths == ["POST /v1/score"] + ["POST /v1/judge/outcome"] * 3
+    expected = outcome_scores(server.url, [(QUESTION, RIGHT), (QUESTION, WRONG)])
+    assert rewards == [pytest.approx(expected[0]), None, pytest.approx(expected[1])]
+
+
 async def test_trl_async_reward_function_is_awaited(server: Any) -> None:
     fn = reward_function(server.url, method="process", asynchronous=True)
     assert inspect.iscoroutinefunction(fn)
@@ -273,6 +352,31 @@ async def test_verl_ground_truth_is_the_reference(server: Any) -> None:
     assert vague["score"] == vague["model_score"]
     assert ignored["score"] == pytest.approx(outcome_scores(server.url, [(QUESTION, RIGHT)])[0])
     assert (late["score"], late["judged"]) == (0.0, 0.0)
+
+
+def test_verl_batch_reward_manager_call(server: Any) -> None:
+    import numpy as np
+
+    # As verl's batch reward manager calls it: keyword lists, numpy object arrays for the
+    # non-tensor columns, reward_kwargs last.
+    info = {"question": QUESTION}
+    try:
+        out = compute_score_batch(
+            data_sources=np.array(["openai/gsm8k"] * 3, dtype=object),
+            solution_strs=[RIGHT, VAGUE, WRONG],
+            ground_truths=["72", "72", "72"],
+            extra_infos=np.array([info] * 3, dtype=object),
+            base_url=server.url,
+        )
+    finally:
+        verl.close()
+    with vc.Client(server.url) as client:
+        vague = client.outcome(question=QUESTION, response=VAGUE, reference="72")
+    assert vague.decided_by == "model"
+    assert [r["score"] for r in out] == [1.0, pytest.approx(vague.score), 0.0]
+    assert [r["decided_by_rule"] for r in out] == [1.0, 0.0, 1.0]
+    assert [r["model_score"] for r in out] == [0.0, pytest.approx(vague.score), 0.0]
+    assert [r["judged"] for r in out] == [1.0, 1.0, 1.0]
 
 
 async def test_verl_without_a_question_says_where_to_put_it(server: Any) -> None:

@@ -1,6 +1,6 @@
 """Pure pieces of the benchmarks: percentiles, GSM8K answers, majority vote, the open-loop
 schedule and its target check, Best-of-N selection and baselines of the tradeoff, the reward
-bursts and their figures."""
+bursts and their figures, the group calls' requests and figures."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests import load, rewards, tradeoff
+from loadtests import group_calls, load, rewards, tradeoff
 from loadtests.stats import argmax_first, final_answer, majority_pick, percentile, summary
 from service.scoring.bestofn import BestOfNItem, Candidate
 
@@ -246,4 +246,84 @@ def test_reward_verifiers_take_turns_going_first() -> None:
         ("hybrid", "model", "rule"),
         ("model", "rule", "hybrid"),
         ("rule", "hybrid", "model"),
+    ]
+
+
+# --- group calls ---------------------------------------------------------------------------------
+
+
+def test_group_calls_send_one_step_four_ways() -> None:
+    items = [BestOfNItem(f"q{i}", "A: 1", _item([True] * 4, "1234").candidates) for i in range(2)]
+    prompts = group_calls.make_prompts(items, 5)
+    assert [len(p.completions) for p in prompts] == [5, 5]
+    assert len(set(prompts[0].completions)) == 5  # the fifth: the first with "Attempt 2:"
+    tagged = group_calls.tagged(prompts, 1, "score")
+    assert tagged[0].question == "Problem set 1.1\nq0"
+    assert tagged[0].completions == prompts[0].completions
+    # every mode and round its own questions: none shares another's prefix
+    questions = {
+        group_calls.tagged(prompts, r, m)[0].question for r in range(2) for m in group_calls.MODES
+    }
+    assert len(questions) == 2 * len(group_calls.MODES)
+
+    def sent(mode: group_calls.Mode) -> list[dict[str, object]]:
+        return group_calls.bodies(mode, prompts, _render, "<|end|>")
+
+    (reward,) = sent("get_reward")
+    assert reward["query"] == [
+        f"<|user|>{p.question}<|assistant|>{c}<|end|>" for p in prompts for c in p.completions
+    ]
+    assert reward["prompts"] == [
+        f"<|user|>{p.question}<|assistant|>" for p in prompts for _ in range(5)
+    ]
+    scores = sent("score")
+    assert [(b["question"], b["responses"], b["method"]) for b in scores] == [
+        (p.question, list(p.completions), "outcome") for p in prompts
+    ]
+    singles = sent("single")
+    assert singles == sent("single_bounded")
+    assert [(b["question"], b["response"]) for b in singles] == [
+        (p.question, c) for p in prompts for c in p.completions
+    ]
+    for body in [reward, *scores, *singles]:
+        assert (body["mode"], body["verifier"], body["cache"]) == ("direct", "model", False)
+
+
+def test_group_calls_records_and_figures() -> None:
+    usage = {"prompt_tokens": 100, "cached_tokens": 60, "total_tokens": 104, "engine_calls": 4}
+    score_answer = {
+        "results": [{"index": 1, "outcome": 0.2}, {"index": 0, "outcome": 0.9}],
+        "usage": usage,
+    }
+    rec = group_calls.record("score", [score_answer, score_answer], 2.0)
+    assert rec["rewards"] == [0.9, 0.2, 0.9, 0.2]  # by index, answer by answer
+    assert rec["requests"] == 2
+    assert rec["rewards_per_s"] == 2.0
+    assert rec["usage"] == {k: 2 * v for k, v in usage.items()}
+    single = group_calls.record("single", [{"score": 0.5, "usage": usage}] * 4, 4.0)
+    assert single["rewards"] == [0.5] * 4
+    fast = group_calls.record("score", [score_answer, score_answer], 1.0)
+    s = group_calls.summarize([rec, fast, rec])
+    assert s["rewards_per_s"] == 2.0  # the median
+    assert s["rewards_per_s_each"] == [2.0, 4.0, 2.0]
+    assert s["tokens_per_reward"] == pytest.approx(104 / 2)
+    assert s["cached_tokens_per_reward"] == pytest.approx(60 / 2)
+    assert s["cached_share_of_prompt"] == pytest.approx(0.6)
+    assert s["engine_calls_per_reward"] == 2.0
+    summaries = {
+        m: {"rewards_per_s": r}
+        for m, r in zip(group_calls.MODES, (8.0, 6.0, 4.0, 2.0), strict=True)
+    }
+    assert group_calls.compare(summaries) == {
+        "get_reward_over_single": 2.0,
+        "get_reward_over_single_bounded": 4.0,
+        "score_over_single": 1.5,
+        "score_over_single_bounded": 3.0,
+    }
+    assert group_calls.orders(5) == [
+        ("get_reward", "score", "single", "single_bounded"),
+        ("score", "single", "single_bounded", "get_reward"),
+        ("single", "single_bounded", "get_reward", "score"),
+        ("single_bounded", "get_reward", "score", "single"),
+        ("get_reward", "score", "single", "single_bounded"),
     ]

@@ -15,15 +15,16 @@ the rule decides (no engine call), by the model otherwise. Who decided is logged
 through TRL's ``log_extra`` (columns ``verifier_decided_by_rule``, ``verifier_rule_equivalent``,
 ``verifier_model_score`` in the completions table) and ``log_metric`` (the share decided by
 rule), when the trainer passes them.
+
+The completions of one prompt (a GRPO group) with one reference go to the service as one
+``POST /v1/score`` call: one job, whose judgments share the prompt's prefix in the engine.
 """
 
 from __future__ import annotations
 
-import asyncio
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from typing import Any
 
 from verifier_client._client import AsyncClient, Client
@@ -34,12 +35,14 @@ from verifier_client._rl import (
     Mode,
     OnTimeout,
     RewardTimeout,
+    Sample,
+    Scoring,
     Verifier,
-    judge_async,
-    judge_sync,
-    on_deadline,
     question_of,
     reference_of,
+    score_batch_async,
+    score_batch_sync,
+    settle,
     text_of,
 )
 
@@ -63,6 +66,7 @@ def reward_function(
     on_timeout: OnTimeout = "none",
     api_key: str | None = None,
     concurrency: int = 16,
+    group_calls: bool = True,
     asynchronous: bool = False,
     client_options: dict[str, Any] | None = None,
     **judge_options: Any,
@@ -75,17 +79,22 @@ def reward_function(
     by name); ``verifier``: model | rule | hybrid (default: hybrid with a reference).
     ``timeout_s``: the deadline of one call (a batch waits at most this long); a sample past
     it gets None (``on_timeout="none"``, TRL's "no reward"), 0 (``"zero"``), or the call raises
-    ``RewardTimeout`` (``"raise"``). ``judge_options`` go into every request (e.g.
-    ``reasoning_tokens=128``). ``asynchronous=True`` returns an async function (TRL awaits
-    those concurrently with the other reward functions).
+    ``RewardTimeout`` (``"raise"``). ``concurrency``: requests in flight at most.
+    ``group_calls``: one ``/v1/score`` request per group of completions sharing a prompt and a
+    reference (False: one request per completion). ``judge_options`` go into every request
+    (e.g. ``reasoning_tokens=128``). ``asynchronous=True`` returns an async function (TRL
+    awaits those concurrently with the other reward functions).
     """
+    if concurrency < 1:
+        raise ValueError(f"concurrency={concurrency}: at least one request must be in flight")
     opts = dict(client_options or {})
     if timeout_s is not None:
         # The hook's own deadline fires first; the HTTP timeout only ends a call left behind.
         opts.setdefault("timeout", timeout_s + LATE_CALL_GRACE_S)
     if verifier is not None:
         judge_options = {**judge_options, "verifier": verifier}
-    plan = _Plan(method, mode, reference_column, timeout_s, on_timeout, judge_options)
+    scoring = Scoring(method, mode, judge_options, grouped=group_calls)
+    plan = _Plan(scoring, reference_column, timeout_s, on_timeout)
     if asynchronous:
         return _async_reward(base_url, api_key, concurrency, opts, plan)
     client = Client(base_url, api_key=api_key, **opts)
@@ -94,25 +103,9 @@ def reward_function(
     def verifier_reward(
         prompts: Sequence[Prompt], completions: Sequence[Prompt], **columns: Any
     ) -> list[float | None]:
-        refs = plan.references(columns, len(completions))
-        jobs = [
-            pool.submit(
-                judge_sync,
-                client,
-                method,
-                mode,
-                question_of(p),
-                text_of(c),
-                ref,
-                **judge_options,
-            )
-            for p, c, ref in zip(prompts, completions, refs, strict=True)
-        ]
-        wait_futures(jobs, timeout=timeout_s)
-        judged = [
-            job.result() if job.done() else on_deadline(on_timeout, timeout_s) for job in jobs
-        ]
-        return plan.report(judged, columns)
+        samples = plan.samples(prompts, completions, columns)
+        judged = score_batch_sync(client, scoring, pool, samples, timeout_s)
+        return plan.report(settle(judged, on_timeout, timeout_s), columns)
 
     # The connections and threads live as long as the function; they close with it, not at
     # the interpreter's exit.
@@ -126,19 +119,15 @@ class _Plan:
 
     def __init__(
         self,
-        method: Method,
-        mode: Mode,
+        scoring: Scoring,
         reference_column: str | None,
         timeout_s: float | None,
         on_timeout: OnTimeout,
-        judge_options: dict[str, Any],
     ) -> None:
-        self.method = method
-        self.mode = mode
+        self.scoring = scoring
         self.reference_column = reference_column
         self.timeout_s = timeout_s
         self.on_timeout = on_timeout
-        self.judge_options = judge_options
 
     def references(self, columns: dict[str, Any], n: int) -> list[str | None]:
         if self.reference_column is None:
@@ -150,6 +139,15 @@ class _Plan:
                 f"TRL passed ({known}); keep the column in the dataset"
             )
         return [reference_of(v) for v in columns[self.reference_column]]
+
+    def samples(
+        self, prompts: Sequence[Prompt], completions: Sequence[Prompt], columns: dict[str, Any]
+    ) -> list[Sample]:
+        refs = self.references(columns, len(completions))
+        return [
+            Sample(question_of(p), text_of(c), ref)
+            for p, c, ref in zip(prompts, completions, refs, strict=True)
+        ]
 
     def report(self, judged: list[Judged], columns: dict[str, Any]) -> list[float | None]:
         """The rewards; who decided each goes to TRL's completions table and metrics."""
@@ -175,47 +173,15 @@ def _async_reward(
     async def verifier_reward(
         prompts: Sequence[Prompt], completions: Sequence[Prompt], **columns: Any
     ) -> list[float | None]:
-        refs = plan.references(columns, len(completions))
+        samples = plan.samples(prompts, completions, columns)
         # TRL calls this once per batch, so a client per call costs one connection setup per
         # batch; it is closed before the call returns, whichever loop TRL awaits it on (an
-        # httpx.AsyncClient must not outlive or cross its loop).
+        # httpx.AsyncClient must not outlive or cross its loop). Late calls are cancelled and
+        # awaited (bounded) before it closes.
         async with AsyncClient(base_url, api_key=api_key, **opts) as client:
-            judged = await _score_batch(client, prompts, completions, refs)
-        return plan.report(judged, columns)
-
-    async def _score_batch(
-        client: AsyncClient,
-        prompts: Sequence[Prompt],
-        completions: Sequence[Prompt],
-        refs: Sequence[str | None],
-    ) -> list[Judged]:
-        slots = asyncio.Semaphore(concurrency)
-
-        async def one(prompt: Prompt, completion: Prompt, ref: str | None) -> Judged:
-            async with slots:
-                return await judge_async(
-                    client,
-                    plan.method,
-                    plan.mode,
-                    question_of(prompt),
-                    text_of(completion),
-                    ref,
-                    **plan.judge_options,
-                )
-
-        tasks = [
-            asyncio.ensure_future(one(p, c, r))
-            for p, c, r in zip(prompts, completions, refs, strict=True)
-        ]
-        # A deadline for the batch: late samples get on_timeout's value; their calls are
-        # cancelled (each awaits only the client) and awaited, bounded, before the client closes.
-        done, late = await asyncio.wait(tasks, timeout=plan.timeout_s)
-        for task in late:
-            task.cancel()
-        if late:
-            await asyncio.wait(late, timeout=5.0)
-        return [
-            t.result() if t in done else on_deadline(plan.on_timeout, plan.timeout_s) for t in tasks
-        ]
+            judged = await score_batch_async(
+                client, plan.scoring, samples, concurrency, plan.timeout_s
+            )
+        return plan.report(settle(judged, plan.on_timeout, plan.timeout_s), columns)
 
     return verifier_reward

@@ -17,28 +17,43 @@ in its prompt; ``use_reference=False`` ignores it).
 verl calls ``compute_score`` once per sample, so the connections are kept, one client per
 event loop and service. ``await aclose()`` closes the running loop's clients; call it before
 that loop ends (a loop that ends first leaves their sockets to the garbage collector).
+
+verl's batch reward manager (``reward_manager`` ``batch``) calls a function once per batch,
+``f(data_sources=..., solution_strs=..., ground_truths=..., extra_infos=..., **reward_kwargs)``,
+and takes a list back: ``compute_score_batch`` sends the samples sharing a question and a
+reference as one ``POST /v1/score`` call (one job, the question's prefix shared in the engine).
+It is synchronous, as that manager calls it; its connections are kept, one client per service,
+and ``close()`` closes them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from verifier_client._client import AsyncClient
+from verifier_client._client import AsyncClient, Client
 from verifier_client._rl import (
+    Judged,
     Method,
     Mode,
     OnTimeout,
     RewardTimeout,
+    Sample,
+    Scoring,
     Verifier,
+    check_method,
     judge_async,
     on_deadline,
     question_of,
     reference_of,
+    score_batch_sync,
 )
 
-__all__ = ["RewardTimeout", "aclose", "compute_score"]
+__all__ = ["RewardTimeout", "aclose", "close", "compute_score", "compute_score_batch"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 # Keyed by the loop itself, weakly: a new loop that reuses a dead one's id() must not get the
@@ -46,6 +61,9 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 _clients: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[tuple[str, str | None], AsyncClient]
 ] = weakref.WeakKeyDictionary()
+# compute_score_batch's clients, one per service (a sync client serves every thread).
+_sync_clients: dict[tuple[str, str | None], Client] = {}
+_sync_lock = threading.Lock()
 
 
 def _client(base_url: str, api_key: str | None) -> AsyncClient:
@@ -62,6 +80,23 @@ async def aclose() -> None:
     mine = _clients.pop(asyncio.get_running_loop(), {})
     for client in mine.values():
         await client.aclose()
+
+
+def close() -> None:
+    """Close ``compute_score_batch``'s clients (the next call opens new ones)."""
+    with _sync_lock:
+        clients = list(_sync_clients.values())
+        _sync_clients.clear()
+    for client in clients:
+        client.close()
+
+
+def _sync_client(base_url: str, api_key: str | None) -> Client:
+    with _sync_lock:
+        client = _sync_clients.get((base_url, api_key))
+        if client is None:
+            client = _sync_clients[(base_url, api_key)] = Client(base_url, api_key=api_key)
+        return client
 
 
 def _question(extra_info: dict[str, Any] | None) -> str:
@@ -102,16 +137,65 @@ async def compute_score(
     reference = reference_of(ground_truth) if use_reference else None
     if verifier is not None:
         judge_options["verifier"] = verifier
+    check_method(method, mode, judge_options.get("verifier"))
     client = _client(base_url, api_key)
     call = judge_async(client, method, mode, question, solution_str, reference, **judge_options)
-    late = False
     try:
-        judged = await asyncio.wait_for(call, timeout_s)
+        return _result(await asyncio.wait_for(call, timeout_s))
     except TimeoutError:
-        late = True
-        judged = on_deadline(on_timeout, timeout_s)
+        return _late(on_timeout, timeout_s)
+
+
+def _result(judged: Judged, late: bool = False) -> dict[str, Any]:
     return {
         "score": 0.0 if judged.score is None else judged.score,
         "judged": float(judged.score is not None and not late),
         **judged.logs(),
     }
+
+
+def _late(on_timeout: OnTimeout, timeout_s: float | None) -> dict[str, Any]:
+    """A sample past its deadline: 0 and not judged, or ``RewardTimeout``."""
+    return _result(on_deadline(on_timeout, timeout_s), late=True)
+
+
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[dict[str, Any] | None] | None = None,
+    *,
+    base_url: str = DEFAULT_URL,
+    api_key: str | None = None,
+    mode: Mode = "direct",
+    method: Method = "outcome",
+    verifier: Verifier | None = None,
+    use_reference: bool = True,
+    timeout_s: float | None = None,
+    on_timeout: OnTimeout = "none",
+    concurrency: int = 16,
+    **judge_options: Any,
+) -> list[dict[str, Any]]:
+    """``compute_score``'s dict for every sample of a batch, in order, for verl's batch reward
+    manager; one request per group of samples sharing a question and a reference, at most
+    ``concurrency`` in flight. ``timeout_s`` bounds the whole batch: the samples of a group
+    not answered by then score as ``on_timeout`` says (0 with ``judged`` 0, or
+    ``RewardTimeout``)."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency={concurrency}: at least one request must be in flight")
+    if verifier is not None:
+        judge_options["verifier"] = verifier
+    scoring = Scoring(method, mode, judge_options)
+    infos = [None] * len(solution_strs) if extra_infos is None else list(extra_infos)
+    samples = [
+        Sample(_question(info), solution, reference_of(truth) if use_reference else None)
+        for solution, truth, info in zip(solution_strs, ground_truths, infos, strict=True)
+    ]
+    client = _sync_client(base_url, api_key)
+    # A pool per batch: a late call keeps its thread until it ends, never the next batch's.
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verifier-verl")
+    try:
+        judged = score_batch_sync(client, scoring, pool, samples, timeout_s)
+    finally:
+        pool.shutdown(wait=False)
+    return [_late(on_timeout, timeout_s) if j is None else _result(j) for j in judged]
