@@ -53,6 +53,7 @@ SCRIPTS: Final = (
     "mixed_load",
     "overload",
     "process_modes",
+    "profile_split",
     "queue_latency",
     "queue_overhead",
     "redis_loss",

@@ -1,0 +1,58 @@
+"""The profile splitter charges each sampled stack to one layer."""
+
+from __future__ import annotations
+
+from loadtests.profile_split import layer_of, report, split
+
+SERVE = 'process 10:"python -m service.cli serve"'
+
+
+def stack(*frames: str) -> str:
+    return ";".join([SERVE, "run (asyncio/runners.py:118)", *frames])
+
+
+def test_engine_processes_are_charged_whole() -> None:
+    assert layer_of('process 11:"VLLM::Worker";forward (vllm/model.py:3)') == "engine: model"
+    assert layer_of('process 12:"VLLM::EngineCore";schedule (vllm/sched.py:9)') == "engine: core"
+
+
+def test_the_innermost_layer_wins() -> None:
+    tokenizing = stack(
+        "judge (service/serving/outcome.py:90)",
+        "outcome_prompt (service/scoring/prompts.py:150)",
+        "encode (tokenizers/__init__.py:1)",
+    )
+    assert layer_of(tokenizing) == "tokenization"
+    assert layer_of(stack("handle (service/queue/worker.py:200)")) == "worker"
+    redis = stack(
+        "handle (service/queue/worker.py:200)", "xadd (/v/site-packages/redis/commands/core.py:4)"
+    )
+    assert layer_of(redis) == "queue"
+    engine = stack(
+        "_run (service/engine/vllm_engine.py:200)", "generate (/v/site-packages/vllm/v1/async.py:4)"
+    )
+    assert layer_of(engine) == "engine client"
+    api = stack("__call__ (starlette/routing.py:9)", "validate (pydantic/main.py:3)")
+    assert layer_of(api) == "API"
+    body = stack("app (fastapi/routing.py:3)", "serialize_response (fastapi/routing.py:150)")
+    assert layer_of(body) == "response"
+    assert layer_of(stack("_run_once (asyncio/base_events.py:1900)")) == "other"
+
+
+def test_split_counts_samples_and_reports_shares() -> None:
+    lines = [
+        stack("handle (service/queue/worker.py:200)") + " 3",
+        'process 11:"VLLM::Worker";forward (vllm/model.py:3) 5',
+        "garbage",
+    ]
+    rows = report(split(lines))
+    assert rows == [
+        {"layer": "engine: model", "samples": 5, "share": 5 / 8},
+        {"layer": "worker", "samples": 3, "share": 3 / 8},
+    ]
+
+
+def test_the_load_generator_is_left_out() -> None:
+    client = 'process 9:"python -m loadtests.mixed_load";send (httpx/_client.py:3) 4'
+    rows = report(split([client, stack("handle (service/queue/worker.py:200)") + " 1"]))
+    assert rows == [{"layer": "worker", "samples": 1, "share": 1.0}]
