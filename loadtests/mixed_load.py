@@ -31,7 +31,7 @@ out/bench/mixed_load.json (mixed_load_smoke.json with --smoke).
     python loadtests/mixed_load.py                  # 3 runs of both servers, median ratios
     python loadtests/mixed_load.py --runs 1
     python loadtests/mixed_load.py --servers ours   # one server only, no ratios
-    python loadtests/mixed_load.py --smoke          # 1 short run (2 clients, 3 direct)
+    python loadtests/mixed_load.py --smoke          # 1 short run (2 clients, 5 direct)
     verifier bench mixed-load [the same options]
 """
 
@@ -116,6 +116,7 @@ async def warm_up(direct: Direct, reason: Reason, plan: Plan, work: Work) -> Non
 
 
 async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dict[str, Any]:
+    began = time.perf_counter()
     await warm_up(direct, reason, plan, work)
     idle, _, _ = await spaced(direct, work.idle, plan.direct_gap_s)
     done: list[tuple[float, Reasoned]] = []  # (finished at, what it took)
@@ -149,6 +150,7 @@ async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dic
         "reasoning_done": len(done),  # after the warm-up: ramp, window and the tail
         "mean_rationale_tokens": statistics.fmean(r.rationale_tokens for _, r in done),
         "mean_engine_calls_per_reasoning": statistics.fmean(r.engine_calls for _, r in done),
+        "measure_s": time.perf_counter() - began,  # warm-up to the end, server start not in it
     }
 
 
@@ -251,7 +253,7 @@ def print_run(k: int, runs: int, result: dict[str, Any], plan: Plan) -> None:
     )
     print(
         f"  {'server':<8} {'p50 idle ms':>12} {'p50 loaded ms':>14} {'reasoning/s':>12} "
-        f"{'in window':>10} {'rationale tok':>14} {'engine calls':>13}"
+        f"{'in window':>10} {'rationale tok':>14} {'engine calls':>13} {'measured s':>11}"
     )
     for name in SERVERS:
         if name in result:
@@ -259,7 +261,8 @@ def print_run(k: int, runs: int, result: dict[str, Any], plan: Plan) -> None:
             print(
                 f"  {name:<8} {r['direct_p50_idle_ms']:12.0f} {r['direct_p50_loaded_ms']:14.0f} "
                 f"{r['reasoning_per_s']:12.2f} {r['reasoning_done_in_window']:10d} "
-                f"{r['mean_rationale_tokens']:14.1f} {r['mean_engine_calls_per_reasoning']:13.2f}"
+                f"{r['mean_rationale_tokens']:14.1f} {r['mean_engine_calls_per_reasoning']:13.2f} "
+                f"{r['measure_s']:11.1f}"
             )
     if "vllm_rationale_tokens" in result:
         print(
@@ -333,13 +336,13 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--smoke",
         action="store_true",
-        help="defaults for a quick check: 1 run, 2 reasoning clients, 3 direct judgments, "
+        help="defaults for a quick check: 1 run, 2 reasoning clients, 5 direct judgments, "
         "1 s ramp, 2 direct warm-up judgments",
     )
     ap.add_argument("--port", type=int, default=8741)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
     if "--smoke" in sys.argv[1:]:  # new defaults: options given explicitly still win
-        ap.set_defaults(runs=1, reasoning_clients=2, direct=3, ramp_s=1.0, warm_direct=2)
+        ap.set_defaults(runs=1, reasoning_clients=2, direct=5, ramp_s=1.0, warm_direct=2)
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs: at least 1")
