@@ -5,9 +5,17 @@ direct judgments, 32 concurrent clients. Every mode gets a fresh engine (so the 
 prefix cache is cold), identical engine settings and identical prompt token ids, and a warm-up
 of 8 judgments on other questions before the clock starts.
 
-    python loadtests/judge_throughput.py                # eager (the service default)
+The whole measurement (every mode, each on a fresh engine) is repeated `--runs` times (default
+3); each run's ratios ours / raw (target >= 0.95) and ours / vLLM server (target >= 1.0) are
+printed, then their median over the runs, and all of it is written to
+out/bench/judge_throughput_<eager|compiled>.json.
+
+    python loadtests/judge_throughput.py                # eager (the service default), 3 runs
+    python loadtests/judge_throughput.py --runs 1
     python loadtests/judge_throughput.py --compiled     # torch.compile (slow start)
     python loadtests/judge_throughput.py --modes ours   # one mode only
+    python loadtests/judge_throughput.py --smoke        # 1 run of 8 judgments, a quick check
+    verifier bench judge-throughput [the same options]
 """
 
 from __future__ import annotations
@@ -16,8 +24,10 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
+from typing import Final
 
 import httpx
 
@@ -140,25 +150,43 @@ async def run_ours(
             return await drive(work, conc, one)
 
 
-async def main() -> None:
+NAMES: Final = {
+    "raw": "raw in-process engine",
+    "vllm": "vLLM OpenAI server",
+    "ours": "verifier-service",
+}
+# ours / baseline: the ratio's name, its baseline and its target
+RATIOS: Final = (("ours_over_raw", "raw", 0.95), ("ours_over_vllm", "vllm", 1.0))
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--questions", type=int, default=64, help="questions (x4 solutions)")
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--modes", default="raw,vllm,ours")
+    ap.add_argument("--runs", type=int, default=3, help="repeats of the whole measurement")
     ap.add_argument("--compiled", action="store_true", help="torch.compile instead of eager")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="defaults for a quick check: 1 run of 2 questions (8 judgments), 8 clients",
+    )
     ap.add_argument("--port", type=int, default=8731)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
+    if "--smoke" in sys.argv[1:]:  # new defaults: options given explicitly still win
+        ap.set_defaults(runs=1, questions=2, concurrency=8)
     args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    if args.runs < 1:
+        ap.error("--runs: at least 1")
+    return args
 
-    settings = Settings()
-    settings.engine.enforce_eager = not args.compiled
-    model = resolve_model(settings)
-    configure_vllm_env(settings, "cpu")
-    work = load_pairs(settings, args.questions)
-    warm = load_pairs(settings, 2, offset=1000)
+
+async def one_run(
+    args: argparse.Namespace, settings: Settings, model: str, work: list[Pair], warm: list[Pair]
+) -> dict[str, float]:
+    """Every mode once, each on a fresh engine; judgments/s per mode and the ratios."""
     modes = args.modes.split(",")
     rates: dict[str, float] = {}
     if "raw" in modes:
@@ -171,24 +199,73 @@ async def main() -> None:
         rates["ours"] = await run_ours(
             work, warm, args.concurrency, args.port + 1, args.out, args.compiled
         )
+    for name, base, _ in RATIOS:
+        if "ours" in rates and base in rates:
+            rates[name] = rates["ours"] / rates[base]
+    return rates
 
+
+def print_run(k: int, runs: int, rates: dict[str, float]) -> None:
+    print(f"  run {k}/{runs}:")
+    for key, name in NAMES.items():
+        if key in rates:
+            print(f"    {name:<24} {rates[key]:7.2f} judgments/s")
+    print_ratios(rates)
+
+
+def print_ratios(rates: dict[str, float]) -> None:
+    for name, _, target in RATIOS:
+        if name in rates:
+            print(f"    {name:<24} {rates[name]:7.3f}   (target >= {target})")
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = [*NAMES, *(name for name, _, _ in RATIOS)]
+    return {k: statistics.median(run[k] for run in runs) for k in keys if k in runs[0]}
+
+
+async def main() -> None:
+    args = parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    settings = Settings()
+    settings.engine.enforce_eager = not args.compiled
+    model = resolve_model(settings)
+    configure_vllm_env(settings, "cpu")
+    work = load_pairs(settings, args.questions)
+    warm = load_pairs(settings, 2, offset=1000)
     mode = "compiled" if args.compiled else "eager"
     print(
-        f"\n{len(work)} direct judgments, {args.concurrency} concurrent clients, {mode}, "
-        "cold prefix cache"
+        f"{len(work)} direct judgments, {args.concurrency} concurrent clients, {mode}, "
+        f"cold prefix cache, {args.runs} run(s)"
     )
-    names = {
-        "raw": "raw in-process engine",
-        "vllm": "vLLM OpenAI server",
-        "ours": "verifier-service",
+    runs: list[dict[str, float]] = []
+    for k in range(1, args.runs + 1):
+        runs.append(await one_run(args, settings, model, work, warm))
+        print_run(k, args.runs, runs[-1])
+    median = medians(runs)
+    if len(runs) > 1:
+        print("\n  ratios per run:")
+        for k, rates in enumerate(runs, 1):
+            print(f"  run {k}:")
+            print_ratios(rates)
+    print(f"  median over {len(runs)} run(s):")
+    print_ratios(median)
+    result = {
+        "workload": {
+            "judgments": len(work),
+            "concurrency": args.concurrency,
+            "mode": mode,
+            "runs": len(runs),
+            "smoke": args.smoke,
+        },
+        "targets": {name: f">= {target}" for name, _, target in RATIOS},
+        "runs": runs,
+        "median": median,
     }
-    for key, rate in rates.items():
-        print(f"  {names[key]:<24} {rate:7.2f} judgments/s")
-    if "ours" in rates and "raw" in rates:
-        print(f"  ours / raw          = {rates['ours'] / rates['raw']:.3f}   (target >= 0.95)")
-    if "ours" in rates and "vllm" in rates:
-        print(f"  ours / vLLM server  = {rates['ours'] / rates['vllm']:.3f}   (target >= 1.0)")
-    (args.out / f"judge_throughput_{mode}.json").write_text(json.dumps(rates, indent=2))
+    path = args.out / f"judge_throughput_{mode}{'_smoke' if args.smoke else ''}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

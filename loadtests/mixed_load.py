@@ -1,18 +1,38 @@
 """Mixed load: do direct judgments wait behind long rationales? Service vs vLLM's own server.
 
-Workload (GSM8K pairs from gsm8k/example_model_solutions.jsonl):
-- idle: 1 client sends 12 sequential direct judgments;
-- loaded: 8 clients loop reasoning judgments (reasoning_tokens 96, greedy) while 1 client
-  sends 12 sequential direct judgments on other pairs.
-Reported per server: direct p50 idle and loaded, reasoning judgments/s during the loaded
-window (from the first to the last direct judgment, which are 1 s apart), and the mean
-rationale length. vLLM's server gets the same prompt ids: a reasoning
-judgment there is a generation (max 96 tokens, stop at the verdict marker) followed by the
-verdict call, exactly the two engine calls the service makes. Every judgment is scored afresh
-(`cache: false`), and each server gets a fresh engine with the same settings.
+Workload (GSM8K pairs from gsm8k/example_model_solutions.jsonl; every request to the service
+sends `cache: false`, so every judgment is scored afresh), on each server in turn:
 
-    python loadtests/mixed_load.py                 # both servers, ratios printed
-    python loadtests/mixed_load.py --servers ours  # one server only
+1. warm-up, not measured: 4 sequential direct judgments, then one reasoning judgment per
+   reasoning client, all at once (pairs of other questions);
+2. idle: 1 client sends 20 sequential direct judgments, pausing 0.5 s between them;
+3. loaded: 8 closed-loop clients send reasoning judgments (`mode: reasoning`,
+   `reasoning_tokens: 96`, greedy); after a 5 s ramp, 1 client sends 20 sequential direct
+   judgments on other pairs, pausing 0.5 s between them. Reasoning throughput is the number of
+   reasoning judgments that finished between the first direct send and the last direct answer,
+   divided by that window.
+
+A run measures this service first, then vLLM's own OpenAI server (`python -m
+vllm.entrypoints.openai.api_server`, built with the in-process engine's settings:
+`harness.vllm_openai_server`), each in a fresh server process. vLLM's server gets the same
+pairs, their prompt ids made before the clock starts:
+- a direct judgment is one /v1/completions call that reads the verdict: `max_tokens` 1 with
+  `logprob_token_ids` for the labels "1" and "0";
+- a reasoning judgment generates exactly as many tokens as this service's reasoning judgments
+  wrote on average in the same run (`max_tokens = min_tokens = round(mean)`, `ignore_eos`, no
+  stop string), then reads the verdict after prompt + generated ids + "\\nVerdict: " as above.
+
+Reported per server: direct p50 idle and loaded, reasoning judgments/s over the window, mean
+rationale tokens and mean engine calls per reasoning judgment (the service's `usage`); per
+run the ratios ours / vLLM of reasoning judgments/s (target >= 0.95) and of the loaded direct
+p50 (target <= 1.25), then the median of each ratio over the runs. All of it is written to
+out/bench/mixed_load.json (mixed_load_smoke.json with --smoke).
+
+    python loadtests/mixed_load.py                  # 3 runs of both servers, median ratios
+    python loadtests/mixed_load.py --runs 1
+    python loadtests/mixed_load.py --servers ours   # one server only, no ratios
+    python loadtests/mixed_load.py --smoke          # 1 short run (2 clients, 5 direct)
+    verifier bench mixed-load [the same options]
 """
 
 from __future__ import annotations
@@ -20,140 +40,125 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
-from loadtests.harness import ROOT, ServerProcess, verifier
-from loadtests.workload import Pair, block_size, load_pairs
+from loadtests.harness import ROOT, ServerProcess, verifier, vllm_openai_server
+from loadtests.workload import Pair, load_pairs
 from service.config import Settings
-from service.engine.device import resolve_dtype
-from service.engine.judging import PROMPT_TOPK
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import configure_vllm_env
 from service.scoring import prompts
 
-REASONING_TOKENS = 96
-One = Callable[[Pair], Awaitable[int]]  # returns rationale tokens (0 for direct)
+REASONING_TOKENS: Final = 96
+SERVERS: Final = ("ours", "vllm")  # the order of every run: ours first, its mean sets vLLM's
+TARGETS: Final = {"reasoning_per_s": ">= 0.95", "direct_p50_loaded": "<= 1.25"}
 
 
-async def sequential_latencies(one: One, pairs: list[Pair], gap_s: float = 0.0) -> list[float]:
-    out = []
-    for pair in pairs:
+@dataclass(frozen=True)
+class Plan:
+    """The shape of one server's measurement."""
+
+    reasoning_clients: int
+    direct: int  # sequential direct judgments, idle and again loaded
+    direct_gap_s: float  # the pause between two direct judgments
+    ramp_s: float  # the reasoning clients fill the engine before the window opens
+    warm_direct: int
+
+
+@dataclass(frozen=True)
+class Work:
+    warm: list[Pair]  # warm-up of both paths (other questions)
+    idle: list[Pair]
+    loaded: list[Pair]
+    reason: list[Pair]  # the reasoning clients cycle through these
+
+
+@dataclass(frozen=True)
+class Reasoned:
+    rationale_tokens: int
+    engine_calls: int
+
+
+Direct = Callable[[Pair], Awaitable[None]]
+Reason = Callable[[Pair], Awaitable[Reasoned]]
+
+
+async def spaced(
+    direct: Direct, pairs: list[Pair], gap_s: float
+) -> tuple[list[float], float, float]:
+    """Sequential direct judgments, ``gap_s`` apart: their latencies, the first send and the
+    last answer (perf_counter)."""
+    latencies = []
+    first = time.perf_counter()
+    for k, pair in enumerate(pairs):
+        if k:
+            await asyncio.sleep(gap_s)
         start = time.perf_counter()
-        await one(pair)
-        out.append(time.perf_counter() - start)
-        await asyncio.sleep(gap_s)
-    return out
+        await direct(pair)
+        latencies.append(time.perf_counter() - start)
+    return latencies, first, time.perf_counter()
 
 
-async def measure(
-    direct: One, reason: One, settings: argparse.Namespace, work: Any
-) -> dict[str, Any]:
-    idle_pairs, loaded_pairs, reason_pairs = work
-    await sequential_latencies(direct, reason_pairs[-4:])  # warm-up
-    idle = await sequential_latencies(direct, idle_pairs)
-    done: list[tuple[float, int]] = []  # (finished at, rationale tokens)
+async def warm_up(direct: Direct, reason: Reason, plan: Plan, work: Work) -> None:
+    for pair in work.warm[: plan.warm_direct]:
+        await direct(pair)
+    await asyncio.gather(*(reason(p) for p in work.warm[: plan.reasoning_clients]))
+
+
+async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dict[str, Any]:
+    began = time.perf_counter()
+    await warm_up(direct, reason, plan, work)
+    idle, _, _ = await spaced(direct, work.idle, plan.direct_gap_s)
+    done: list[tuple[float, Reasoned]] = []  # (finished at, what it took)
     stop = asyncio.Event()
 
     async def reasoner(k: int) -> None:
         i = k
         while not stop.is_set():
-            tokens = await reason(reason_pairs[i % len(reason_pairs)])
-            done.append((time.perf_counter(), tokens))
-            i += settings.reasoning_clients
+            result = await reason(work.reason[i % len(work.reason)])
+            done.append((time.perf_counter(), result))
+            i += plan.reasoning_clients
 
-    clients = [asyncio.create_task(reasoner(k)) for k in range(settings.reasoning_clients)]
-    await asyncio.sleep(settings.ramp_s)  # the reasoning clients fill the engine first
-    start = time.perf_counter()
-    # Spaced out, so the window over which reasoning throughput is counted is long enough
-    # (about 12 x (latency + gap)) to hold dozens of reasoning judgments.
-    loaded = await sequential_latencies(direct, loaded_pairs, settings.direct_gap_s)
-    end = time.perf_counter()
-    stop.set()
-    await asyncio.gather(*clients)
-    window = [t for at, t in done if start <= at <= end]
+    clients = [asyncio.create_task(reasoner(k)) for k in range(plan.reasoning_clients)]
+    try:
+        await asyncio.sleep(plan.ramp_s)
+        loaded, start, end = await spaced(direct, work.loaded, plan.direct_gap_s)
+        stop.set()
+        await asyncio.gather(*clients)  # each finishes the judgment it is in
+    finally:
+        for client in clients:
+            client.cancel()
+    in_window = [r for at, r in done if start <= at <= end]
+    window_s = end - start
     return {
         "direct_p50_idle_ms": statistics.median(idle) * 1000,
         "direct_p50_loaded_ms": statistics.median(loaded) * 1000,
         "direct_max_loaded_ms": max(loaded) * 1000,
-        "reasoning_per_s": len(window) / (end - start),
-        "reasoning_done_in_window": len(window),
-        "window_s": end - start,
-        "mean_rationale_tokens": statistics.mean(t for _, t in done) if done else 0.0,
+        "reasoning_per_s": len(in_window) / window_s,
+        "reasoning_done_in_window": len(in_window),
+        "window_s": window_s,
+        "reasoning_done": len(done),  # after the warm-up: ramp, window and the tail
+        "mean_rationale_tokens": statistics.fmean(r.rationale_tokens for _, r in done),
+        "mean_engine_calls_per_reasoning": statistics.fmean(r.engine_calls for _, r in done),
+        "measure_s": time.perf_counter() - began,  # warm-up to the end, server start not in it
     }
 
 
-async def run_vllm(
-    cfg: Settings, model: str, args: argparse.Namespace, work: Any
-) -> dict[str, Any]:
-    from transformers import AutoTokenizer
-
-    tok: Any = AutoTokenizer.from_pretrained(model)
-    labels = [tok.encode(x, add_special_tokens=False)[0] for x in ("1", "0")]
-    e = cfg.engine
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-        "--dtype", resolve_dtype(e.dtype, "cpu"), "--max-model-len", str(e.max_model_len),
-        "--enable-prefix-caching", "--max-num-seqs", str(e.max_num_seqs),
-        "--max-logprobs", str(PROMPT_TOPK), "--seed", str(e.seed), "--port", str(args.port),
-        "--host", "127.0.0.1", "--served-model-name", "judge",
-        "--block-size", str(block_size(cfg)), "--uvicorn-log-level", "warning",
-    ]  # fmt: skip
-    if e.enforce_eager:
-        cmd.append("--enforce-eager")
-    url = f"http://127.0.0.1:{args.port}"
-    log = args.out / "mixed_vllm_server.log"
-    with ServerProcess(cmd, log=log, probe=url + "/health"):
-        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
-
-            async def verdict(ids: list[int]) -> None:
-                body = {
-                    "model": "judge",
-                    "prompt": ids,
-                    "max_tokens": 1,
-                    "temperature": 0,
-                    "logprobs": 2,
-                    "logprob_token_ids": labels,
-                }
-                (await client.post("/v1/completions", json=body)).raise_for_status()
-
-            async def direct(pair: Pair) -> int:
-                rendered = prompts.outcome_prompt(tok, pair[0], pair[1], False)
-                await verdict(prompts.direct_prompt_ids(rendered))
-                return 0
-
-            async def reason(pair: Pair) -> int:
-                rendered = prompts.outcome_prompt(tok, pair[0], pair[1], True)
-                body = {
-                    "model": "judge",
-                    "prompt": rendered.prompt_ids,
-                    "max_tokens": REASONING_TOKENS,
-                    "temperature": 0,
-                    "stop": [prompts.VERDICT_MARKER],
-                }
-                r = await client.post("/v1/completions", json=body)
-                r.raise_for_status()
-                data = r.json()
-                text = data["choices"][0]["text"].rstrip()
-                ids = tok.encode(text, add_special_tokens=False)
-                await verdict([*rendered.prompt_ids, *ids, *rendered.after_rationale_ids])
-                return int(data["usage"]["completion_tokens"])
-
-            return await measure(direct, reason, args, work)
-
-
-async def run_ours(args: argparse.Namespace, work: Any) -> dict[str, Any]:
+async def run_ours(args: argparse.Namespace, plan: Plan, work: Work, run: int) -> dict[str, Any]:
     port = args.port + 1
     env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
     url = f"http://127.0.0.1:{port}"
-    log = args.out / "mixed_service.log"
+    log = args.out / f"mixed_service_{run}.log"
     with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
         async with httpx.AsyncClient(base_url=url, timeout=600) as client:
 
@@ -163,68 +168,241 @@ async def run_ours(args: argparse.Namespace, work: Any) -> dict[str, Any]:
                 r.raise_for_status()
                 return dict(r.json())
 
-            async def direct(pair: Pair) -> int:
+            async def direct(pair: Pair) -> None:
                 await judge(pair)
-                return 0
 
-            async def reason(pair: Pair) -> int:
-                body = await judge(pair, mode="reasoning", reasoning_tokens=REASONING_TOKENS)
-                return int(body["usage"]["generated_tokens"]) - 1  # minus the verdict token
+            async def reason(pair: Pair) -> Reasoned:
+                body = await judge(
+                    pair, mode="reasoning", reasoning_tokens=REASONING_TOKENS, temperature=0
+                )
+                usage = body["usage"]
+                # generated_tokens counts the rationale and the one verdict token
+                return Reasoned(int(usage["generated_tokens"]) - 1, int(usage["engine_calls"]))
 
-            return await measure(direct, reason, args, work)
+            return await measure(direct, reason, plan, work)
 
 
-def report(results: dict[str, dict[str, Any]]) -> None:
+class VLLMPrompts:
+    """Every prompt vLLM's server gets, made once before any clock starts."""
+
+    def __init__(self, tok: Any, work: Work) -> None:
+        self.labels = [tok.encode(x, add_special_tokens=False)[0] for x in ("1", "0")]
+        direct = [*work.warm, *work.idle, *work.loaded]
+        self.direct = {
+            p: prompts.direct_prompt_ids(prompts.outcome_prompt(tok, p[0], p[1], False))
+            for p in direct
+        }
+        self.reason = {
+            p: prompts.outcome_prompt(tok, p[0], p[1], True) for p in [*work.warm, *work.reason]
+        }
+
+
+async def run_vllm(
+    args: argparse.Namespace, plan: Plan, work: Work, ids: VLLMPrompts, tokens: int, run: int
+) -> dict[str, Any]:
+    """``tokens``: the rationale length every reasoning judgment generates."""
+    log = args.out / f"mixed_vllm_server_{run}.log"
+    with vllm_openai_server(
+        args.settings, args.model, port=args.port, log=log, served_name="judge"
+    ):
+        url = f"http://127.0.0.1:{args.port}"
+        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+
+            async def completion(body: dict[str, Any]) -> dict[str, Any]:
+                body = {"model": "judge", "temperature": 0, **body}
+                r = await client.post("/v1/completions", json=body)
+                r.raise_for_status()
+                return dict(r.json()["choices"][0])
+
+            async def verdict(prompt: list[int]) -> None:
+                body = {"prompt": prompt, "max_tokens": 1, "logprobs": 2}
+                await completion({**body, "logprob_token_ids": ids.labels})
+
+            async def direct(pair: Pair) -> None:
+                await verdict(ids.direct[pair])
+
+            async def reason(pair: Pair) -> Reasoned:
+                rendered = ids.reason[pair]
+                body = {"prompt": rendered.prompt_ids, "max_tokens": tokens, "min_tokens": tokens}
+                choice = await completion({**body, "ignore_eos": True, "return_token_ids": True})
+                rationale = list(choice["token_ids"])
+                await verdict([*rendered.prompt_ids, *rationale, *rendered.after_rationale_ids])
+                return Reasoned(len(rationale), 2)
+
+            return await measure(direct, reason, plan, work)
+
+
+def ratio(ours: float, vllm: float) -> float | None:
+    return ours / vllm if vllm > 0 else None  # None: vLLM finished nothing in the window
+
+
+def ratios(result: dict[str, Any]) -> dict[str, float | None]:
+    """ours / vLLM of one run: reasoning judgments/s and the loaded direct p50."""
+    ours, vllm = result["ours"], result["vllm"]
+    return {
+        "reasoning_per_s": ratio(ours["reasoning_per_s"], vllm["reasoning_per_s"]),
+        "direct_p50_loaded": ratio(ours["direct_p50_loaded_ms"], vllm["direct_p50_loaded_ms"]),
+    }
+
+
+def print_run(k: int, runs: int, result: dict[str, Any], plan: Plan) -> None:
     print(
-        f"\n8 reasoning clients (reasoning_tokens {REASONING_TOKENS}) + 1 client of 12 "
-        "sequential direct judgments"
+        f"\nrun {k}/{runs}: {plan.reasoning_clients} reasoning clients (reasoning_tokens "
+        f"{REASONING_TOKENS}) + 1 client of {plan.direct} direct judgments "
+        f"{plan.direct_gap_s:g} s apart"
     )
     print(
-        f"  {'server':<22} {'p50 idle ms':>12} {'p50 loaded ms':>14} {'reasoning/s':>12} "
-        f"{'rationale tok':>14}"
+        f"  {'server':<8} {'p50 idle ms':>12} {'p50 loaded ms':>14} {'reasoning/s':>12} "
+        f"{'in window':>10} {'rationale tok':>14} {'engine calls':>13} {'measured s':>11}"
     )
-    for name, r in results.items():
+    for name in SERVERS:
+        if name in result:
+            r = result[name]
+            print(
+                f"  {name:<8} {r['direct_p50_idle_ms']:12.0f} {r['direct_p50_loaded_ms']:14.0f} "
+                f"{r['reasoning_per_s']:12.2f} {r['reasoning_done_in_window']:10d} "
+                f"{r['mean_rationale_tokens']:14.1f} {r['mean_engine_calls_per_reasoning']:13.2f} "
+                f"{r['measure_s']:11.1f}"
+            )
+    if "vllm_rationale_tokens" in result:
         print(
-            f"  {name:<22} {r['direct_p50_idle_ms']:12.0f} {r['direct_p50_loaded_ms']:14.0f} "
-            f"{r['reasoning_per_s']:12.2f} {r['mean_rationale_tokens']:14.1f}"
+            f"  vllm's reasoning judgments generated {result['vllm_rationale_tokens']} tokens each"
         )
-    if {"ours", "vllm"} <= set(results):
-        ours, vllm = results["ours"], results["vllm"]
-        lat = ours["direct_p50_loaded_ms"] / vllm["direct_p50_loaded_ms"]
-        thr = ours["reasoning_per_s"] / vllm["reasoning_per_s"]
-        print(f"  loaded direct p50, ours / vLLM = {lat:.2f}   (target <= 1.25)")
-        print(f"  reasoning/s,       ours / vLLM = {thr:.2f}   (target >= 0.95)")
+    if "ratios" in result:
+        print_ratios("  ours / vLLM:", result["ratios"])
 
 
-async def main() -> None:
+def fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def print_ratios(head: str, r: dict[str, float | None]) -> None:
+    print(
+        f"{head} reasoning/s {fmt(r['reasoning_per_s'])} (target {TARGETS['reasoning_per_s']}), "
+        f"loaded direct p50 {fmt(r['direct_p50_loaded'])} "
+        f"(target {TARGETS['direct_p50_loaded']})"
+    )
+
+
+def median_ratios(runs: list[dict[str, Any]]) -> dict[str, float | None]:
+    """The median of each ratio over the runs that have it."""
+    out: dict[str, float | None] = {}
+    for key in TARGETS:
+        values = [run["ratios"][key] for run in runs if run["ratios"][key] is not None]
+        out[key] = statistics.median(values) if values else None
+    return out
+
+
+def print_summary(runs: list[dict[str, Any]]) -> None:
+    print(f"\nours / vLLM over {len(runs)} run(s):")
+    for k, run in enumerate(runs, 1):
+        print_ratios(f"  run {k}:", run["ratios"])
+    print_ratios("  median:", median_ratios(runs))
+
+
+def workload(settings: Settings, plan: Plan) -> Work:
+    """Idle, loaded and reasoning pairs apart (at least 120 reasoning pairs, 4 a question),
+    the warm-up on questions from 1000 on."""
+    questions = math.ceil((2 * plan.direct + 120) / 4)
+    pairs = load_pairs(settings, questions)
+    d = plan.direct
+    warm_questions = math.ceil(max(plan.warm_direct, plan.reasoning_clients) / 4)
+    return Work(
+        warm=load_pairs(settings, warm_questions, offset=1000),
+        idle=pairs[:d],
+        loaded=pairs[d : 2 * d],
+        reason=pairs[2 * d :],
+    )
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--servers", default="vllm,ours")
+    ap.add_argument("--servers", default="ours,vllm", help="ours, vllm or both (ours runs first)")
+    ap.add_argument("--runs", type=int, default=3, help="whole comparisons, fresh servers each")
     ap.add_argument("--reasoning-clients", type=int, default=8)
-    ap.add_argument("--direct", type=int, default=12, help="sequential direct judgments")
-    ap.add_argument("--ramp-s", type=float, default=5.0)
+    ap.add_argument("--direct", type=int, default=20, help="sequential direct judgments")
+    ap.add_argument("--direct-gap-s", type=float, default=0.5, help="pause between them")
+    ap.add_argument("--ramp-s", type=float, default=5.0, help="reasoning alone before the window")
+    ap.add_argument("--warm-direct", type=int, default=4, help="direct warm-up judgments")
     ap.add_argument(
-        "--direct-gap-s", type=float, default=1.0, help="pause between the direct judgments"
+        "--rationale-tokens",
+        type=int,
+        default=None,
+        help="tokens a vLLM reasoning judgment generates; default: the service's mean in the "
+        f"same run ({REASONING_TOKENS}, the budget, when vllm runs alone)",
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="defaults for a quick check: 1 run, 2 reasoning clients, 5 direct judgments, "
+        "1 s ramp, 2 direct warm-up judgments",
     )
     ap.add_argument("--port", type=int, default=8741)
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
+    if "--smoke" in sys.argv[1:]:  # new defaults: options given explicitly still win
+        ap.set_defaults(runs=1, reasoning_clients=2, direct=5, ramp_s=1.0, warm_direct=2)
     args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    if args.runs < 1:
+        ap.error("--runs: at least 1")
+    servers = set(args.servers.split(","))
+    if not servers or not servers <= set(SERVERS):
+        ap.error(f"--servers: {args.servers!r}: ours, vllm or ours,vllm")
+    args.servers = [s for s in SERVERS if s in servers]
+    return args
 
-    settings = Settings()
-    model = resolve_model(settings)
+
+async def one_run(
+    args: argparse.Namespace, plan: Plan, work: Work, ids: VLLMPrompts | None, run: int
+) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    if "ours" in args.servers:
+        result["ours"] = await run_ours(args, plan, work, run)
+    if ids is not None:
+        tokens = args.rationale_tokens
+        if tokens is None:
+            mean = result["ours"]["mean_rationale_tokens"] if "ours" in result else None
+            tokens = REASONING_TOKENS if mean is None else round(mean)
+        result["vllm_rationale_tokens"] = max(1, tokens)
+        result["vllm"] = await run_vllm(args, plan, work, ids, result["vllm_rationale_tokens"], run)
+    if {"ours", "vllm"} <= set(result):
+        result["ratios"] = ratios(result)
+    return result
+
+
+async def main() -> None:
+    args = parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    plan = Plan(
+        args.reasoning_clients, args.direct, args.direct_gap_s, args.ramp_s, args.warm_direct
+    )
+    args.settings = settings = Settings()
+    args.model = resolve_model(settings)
     configure_vllm_env(settings, "cpu")
-    pairs = load_pairs(settings, 40)  # 160 pairs: idle, loaded and reasoning sets apart
-    work = (pairs[: args.direct], pairs[args.direct : 2 * args.direct], pairs[2 * args.direct :])
-    results: dict[str, dict[str, Any]] = {}
-    for server in args.servers.split(","):
-        if server == "vllm":
-            results["vllm"] = await run_vllm(settings, model, args, work)
-        elif server == "ours":
-            results["ours"] = await run_ours(args, work)
-    report(results)
-    (args.out / "mixed_load.json").write_text(json.dumps(results, indent=2))
+    work = workload(settings, plan)
+    ids = None
+    if "vllm" in args.servers:
+        from transformers import AutoTokenizer
+
+        ids = VLLMPrompts(AutoTokenizer.from_pretrained(args.model), work)
+    path = args.out / ("mixed_load_smoke.json" if args.smoke else "mixed_load.json")
+    out: dict[str, Any] = {
+        "workload": {**asdict(plan), "reasoning_tokens": REASONING_TOKENS, "smoke": args.smoke},
+        "servers": args.servers,
+        "targets": TARGETS,
+        "runs": [],
+    }
+    for k in range(1, args.runs + 1):
+        result = await one_run(args, plan, work, ids, k)
+        out["runs"].append(result)
+        print_run(k, args.runs, result, plan)
+        if "ratios" in result:
+            out["median_ratios"] = median_ratios(out["runs"])
+        path.write_text(json.dumps(out, indent=2) + "\n")  # each run kept as it ends
+    if "median_ratios" in out:
+        print_summary(out["runs"])
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
