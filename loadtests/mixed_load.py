@@ -60,7 +60,13 @@ from service.engine.vllm_engine import configure_vllm_env
 from service.scoring import prompts
 
 REASONING_TOKENS: Final = 96
-SERVERS: Final = ("ours", "vllm")  # the order of every run: ours first, its mean sets vLLM's
+# ours-2req: the service with engine.one_call_reasoning off (a second request reads each
+# reasoning verdict), for the one-request path's own effect.
+SERVERS: Final = (
+    "ours",
+    "ours-2req",
+    "vllm",
+)  # the order of every run: ours first, its mean sets vLLM's
 TARGETS: Final = {"reasoning_per_s": ">= 0.95", "direct_p50_loaded": "<= 1.25"}
 
 
@@ -154,11 +160,15 @@ async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dic
     }
 
 
-async def run_ours(args: argparse.Namespace, plan: Plan, work: Work, run: int) -> dict[str, Any]:
+async def run_ours(
+    args: argparse.Namespace, plan: Plan, work: Work, run: int, *, two_requests: bool = False
+) -> dict[str, Any]:
     port = args.port + 1
     env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
+    if two_requests:
+        env["VERIFIER_ENGINE__ONE_CALL_REASONING"] = "false"
     url = f"http://127.0.0.1:{port}"
-    log = args.out / f"mixed_service_{run}.log"
+    log = args.out / f"mixed_service{'_2req' if two_requests else ''}_{run}.log"
     with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
         async with httpx.AsyncClient(base_url=url, timeout=600) as client:
 
@@ -252,14 +262,14 @@ def print_run(k: int, runs: int, result: dict[str, Any], plan: Plan) -> None:
         f"{plan.direct_gap_s:g} s apart"
     )
     print(
-        f"  {'server':<8} {'p50 idle ms':>12} {'p50 loaded ms':>14} {'reasoning/s':>12} "
+        f"  {'server':<10} {'p50 idle ms':>12} {'p50 loaded ms':>14} {'reasoning/s':>12} "
         f"{'in window':>10} {'rationale tok':>14} {'engine calls':>13} {'measured s':>11}"
     )
     for name in SERVERS:
         if name in result:
             r = result[name]
             print(
-                f"  {name:<8} {r['direct_p50_idle_ms']:12.0f} {r['direct_p50_loaded_ms']:14.0f} "
+                f"  {name:<10} {r['direct_p50_idle_ms']:12.0f} {r['direct_p50_loaded_ms']:14.0f} "
                 f"{r['reasoning_per_s']:12.2f} {r['reasoning_done_in_window']:10d} "
                 f"{r['mean_rationale_tokens']:14.1f} {r['mean_engine_calls_per_reasoning']:13.2f} "
                 f"{r['measure_s']:11.1f}"
@@ -348,7 +358,7 @@ def parse_args() -> argparse.Namespace:
         ap.error("--runs: at least 1")
     servers = set(args.servers.split(","))
     if not servers or not servers <= set(SERVERS):
-        ap.error(f"--servers: {args.servers!r}: ours, vllm or ours,vllm")
+        ap.error(f"--servers: {args.servers!r}: a comma list of {', '.join(SERVERS)}")
     args.servers = [s for s in SERVERS if s in servers]
     return args
 
@@ -359,6 +369,8 @@ async def one_run(
     result: dict[str, Any] = {}
     if "ours" in args.servers:
         result["ours"] = await run_ours(args, plan, work, run)
+    if "ours-2req" in args.servers:
+        result["ours-2req"] = await run_ours(args, plan, work, run, two_requests=True)
     if ids is not None:
         tokens = args.rationale_tokens
         if tokens is None:

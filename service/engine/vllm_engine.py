@@ -288,6 +288,11 @@ class VLLMEngine:
             labels=(self._pos_ids, self._neg_ids),
         )
         usage = _usage(out)
+        # Counted as the two-request path counts: the rationale (its marker or EOS) and the
+        # read's one token are generated; the forced line was fed in, like a prompt.
+        generated = read.rationale_tokens + (read.logit is not None)
+        usage.prompt_tokens += usage.generated_tokens - generated
+        usage.generated_tokens = generated
         logit = read.logit
         if logit is None:
             ids = [*call.prompt_ids, *encode(self._tokenizer, read.rationale)]

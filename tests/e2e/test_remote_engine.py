@@ -96,6 +96,7 @@ def test_reasoning_rationales_come_from_generation_on_the_server(server: Any, re
         post(remote.url, "/v1/judge/outcome", body),
     )
     assert far["rationale"] == local["rationale"]  # greedy: the same text
+    assert far["usage"]["generated_tokens"] == local["usage"]["generated_tokens"]
     assert abs(local["logit"] - far["logit"]) <= TOL
 
 
@@ -123,6 +124,8 @@ def test_one_request_reasoning_scores_as_two_requests_do(
         assert far["usage"]["engine_calls"] == 2
         assert local["usage"]["engine_calls"] in (1, 2)
         assert local["rationale"] == far["rationale"], question
+        # The rationale and the verdict token, counted alike on both paths.
+        assert local["usage"]["generated_tokens"] == far["usage"]["generated_tokens"]
         assert abs(local["logit"] - far["logit"]) <= TOL, (question, local, far)
         if local["usage"]["engine_calls"] == 1:
             one_request += 1
