@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loadtests.profile_split import layer_of, report, split
 
-SERVE = 'process 10:"python -m service.cli serve"'
+SERVE = 'process 9:"python -m loadtests.mixed_load";process 10:"python -m service.cli serve"'
 
 
 def stack(*frames: str) -> str:
@@ -12,8 +12,12 @@ def stack(*frames: str) -> str:
 
 
 def test_engine_processes_are_charged_whole() -> None:
-    assert layer_of('process 11:"VLLM::Worker";forward (vllm/model.py:3)') == "engine: model"
-    assert layer_of('process 12:"VLLM::EngineCore";schedule (vllm/sched.py:9)') == "engine: core"
+    spawned = (
+        'process 9:"bench";process 11:"python -c from multiprocessing.spawn import spawn_main"'
+    )
+    model = f"{spawned};worker_main (vllm/v1/worker/gpu_worker.py:3);forward (torch/nn.py:1)"
+    assert layer_of(model) == "engine: model"
+    assert layer_of(f"{spawned};run_busy_loop (vllm/v1/engine/core.py:9)") == "engine: core"
 
 
 def test_the_innermost_layer_wins() -> None:
@@ -24,13 +28,9 @@ def test_the_innermost_layer_wins() -> None:
     )
     assert layer_of(tokenizing) == "tokenization"
     assert layer_of(stack("handle (service/queue/worker.py:200)")) == "worker"
-    redis = stack(
-        "handle (service/queue/worker.py:200)", "xadd (/v/site-packages/redis/commands/core.py:4)"
-    )
+    redis = stack("handle (service/queue/worker.py:200)", "xadd (redis/commands/core.py:4)")
     assert layer_of(redis) == "queue"
-    engine = stack(
-        "_run (service/engine/vllm_engine.py:200)", "generate (/v/site-packages/vllm/v1/async.py:4)"
-    )
+    engine = stack("_run (service/engine/vllm_engine.py:200)", "generate (vllm/v1/async.py:4)")
     assert layer_of(engine) == "engine client"
     api = stack("__call__ (starlette/routing.py:9)", "validate (pydantic/main.py:3)")
     assert layer_of(api) == "API"
@@ -42,7 +42,7 @@ def test_the_innermost_layer_wins() -> None:
 def test_split_counts_samples_and_reports_shares() -> None:
     lines = [
         stack("handle (service/queue/worker.py:200)") + " 3",
-        'process 11:"VLLM::Worker";forward (vllm/model.py:3) 5',
+        'process 11:"VLLM::Worker";execute (vllm/v1/worker/runner.py:3) 5',
         "garbage",
     ]
     rows = report(split(lines))
@@ -56,3 +56,12 @@ def test_the_load_generator_is_left_out() -> None:
     client = 'process 9:"python -m loadtests.mixed_load";send (httpx/_client.py:3) 4'
     rows = report(split([client, stack("handle (service/queue/worker.py:200)") + " 1"]))
     assert rows == [{"layer": "worker", "samples": 1, "share": 1.0}]
+
+
+def test_waiting_threads_are_left_out_and_spinning_is_its_own_layer() -> None:
+    waiting = stack(
+        "WorkerThread.run (anyio/_backends/_asyncio.py:1113)", "Condition.wait (t.py:3)"
+    )
+    spinning = stack("acquire_read (vllm/shm.py:7)", "sched_yield (vllm/distributed/utils.py:46)")
+    rows = report(split([waiting + " 9", spinning + " 2"]))
+    assert rows == [{"layer": "engine: spin-wait", "samples": 2, "share": 1.0}]
