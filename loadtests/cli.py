@@ -51,6 +51,7 @@ SCRIPTS: Final = (
     "mcq_throughput",
     "memory_soak",
     "mixed_load",
+    "one_call",
     "overload",
     "process_modes",
     "profile_split",
