@@ -96,10 +96,13 @@ def test_reasoning_respects_budget(server: Any) -> None:
     mean = sum(s["score"] for s in body["samples"]) / 3
     assert body["score"] == pytest.approx(mean, abs=1e-9)
     usage = body["usage"]
-    assert usage["engine_calls"] == 6  # rationale + verdict per sample
+    # Per sample one request (the verdict read in the rationale's request) or two (a second
+    # request reads it: always when a sampled rationale ends with EOS).
+    assert 3 <= usage["engine_calls"] <= 6
     rationale_tokens = sum(s["rationale_tokens"] for s in body["samples"])
-    assert usage["generated_tokens"] == rationale_tokens + 3
-    assert usage["cached_tokens"] > 0  # the verdict step reuses the rationale prompt
+    assert usage["generated_tokens"] == rationale_tokens + 3  # + one verdict token each
+    if usage["engine_calls"] > 3:
+        assert usage["cached_tokens"] > 0  # a second request reuses the rationale's prompt
 
 
 def test_a_repeat_is_answered_from_the_judgment_cache(server: Any) -> None:
@@ -118,7 +121,7 @@ def test_a_repeat_is_answered_from_the_judgment_cache(server: Any) -> None:
     for _ in range(2):
         r = httpx.post(server.url + "/v1/judge/outcome", json=sampled, timeout=300).json()
         assert r["usage"]["cached_judgments"] == 0
-        assert r["usage"]["engine_calls"] == 2
+        assert r["usage"]["engine_calls"] in (1, 2)
 
 
 def cache_counter(url: str, name: str) -> float:
