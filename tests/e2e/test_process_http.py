@@ -140,7 +140,9 @@ def test_reasoning_samples_per_step(server: Any) -> None:
     for step in b["step_samples"]:
         for sample in step:
             assert sample["rationale_tokens"] <= 16
-    assert b["usage"]["engine_calls"] == 8
+    # 2 steps x 2 samples, each one request (the verdict read in the rationale's own request)
+    # or two (a sampled rationale that ended with EOS needs a second request to read it).
+    assert 4 <= b["usage"]["engine_calls"] <= 8
 
 
 def test_split_methods(server: Any) -> None:
