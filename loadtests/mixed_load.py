@@ -19,8 +19,10 @@ pairs, their prompt ids made before the clock starts:
 - a direct judgment is one /v1/completions call that reads the verdict: `max_tokens` 1 with
   `logprob_token_ids` for the labels "1" and "0";
 - a reasoning judgment generates exactly as many tokens as this service's reasoning judgments
-  wrote on average in the same run (`max_tokens = min_tokens = round(mean)`, `ignore_eos`, no
-  stop string), then reads the verdict after prompt + generated ids + "\\nVerdict: " as above.
+  (all after its warm-up) wrote on average in the same run (`max_tokens = min_tokens =
+  round(mean)`, `ignore_eos`, no stop string), then reads the verdict after prompt + generated
+  ids + "\\nVerdict: " as above. The service's rationale length is its `usage.generated_tokens`
+  less the one verdict token.
 
 Reported per server: direct p50 idle and loaded, reasoning judgments/s over the window, mean
 rationale tokens and mean engine calls per reasoning judgment (the service's `usage`); per
@@ -391,7 +393,13 @@ async def main() -> None:
         ids = VLLMPrompts(AutoTokenizer.from_pretrained(args.model), work)
     path = args.out / ("mixed_load_smoke.json" if args.smoke else "mixed_load.json")
     out: dict[str, Any] = {
-        "workload": {**asdict(plan), "reasoning_tokens": REASONING_TOKENS, "smoke": args.smoke},
+        "workload": {
+            **asdict(plan),
+            "reasoning_tokens": REASONING_TOKENS,
+            "runs": args.runs,
+            "rationale_tokens_given": args.rationale_tokens,
+            "smoke": args.smoke,
+        },
         "servers": args.servers,
         "targets": TARGETS,
         "runs": [],
