@@ -19,8 +19,10 @@ pairs, their prompt ids made before the clock starts:
 - a direct judgment is one /v1/completions call that reads the verdict: `max_tokens` 1 with
   `logprob_token_ids` for the labels "1" and "0";
 - a reasoning judgment generates exactly as many tokens as this service's reasoning judgments
-  wrote on average in the same run (`max_tokens = min_tokens = round(mean)`, `ignore_eos`, no
-  stop string), then reads the verdict after prompt + generated ids + "\\nVerdict: " as above.
+  (all after its warm-up) wrote on average in the same run (`max_tokens = min_tokens =
+  round(mean)`, `ignore_eos`, no stop string), then reads the verdict after prompt + generated
+  ids + "\\nVerdict: " as above. The service's rationale length is its `usage.generated_tokens`
+  less the one verdict token.
 
 Reported per server: direct p50 idle and loaded, reasoning judgments/s over the window, mean
 rationale tokens and mean engine calls per reasoning judgment (the service's `usage`); per
@@ -31,7 +33,7 @@ out/bench/mixed_load.json (mixed_load_smoke.json with --smoke).
     python loadtests/mixed_load.py                  # 3 runs of both servers, median ratios
     python loadtests/mixed_load.py --runs 1
     python loadtests/mixed_load.py --servers ours   # one server only, no ratios
-    python loadtests/mixed_load.py --smoke          # 1 short run (2 clients, 5 direct)
+    python loadtests/mixed_load.py --smoke          # 1 short run (2 clients, 4 direct)
     verifier bench mixed-load [the same options]
 """
 
@@ -52,7 +54,7 @@ from typing import Any, Final
 
 import httpx
 
-from loadtests.harness import ROOT, ServerProcess, verifier, vllm_openai_server
+from loadtests.harness import ROOT, ServerProcess, free_port, verifier, vllm_openai_server
 from loadtests.workload import Pair, load_pairs
 from service.config import Settings
 from service.engine.models import resolve_model
@@ -163,7 +165,7 @@ async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dic
 async def run_ours(
     args: argparse.Namespace, plan: Plan, work: Work, run: int, *, two_requests: bool = False
 ) -> dict[str, Any]:
-    port = args.port + 1
+    port = args.port + 1 if args.port else free_port()
     env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
     if two_requests:
         env["VERIFIER_ENGINE__ONE_CALL_REASONING"] = "false"
@@ -212,10 +214,9 @@ async def run_vllm(
 ) -> dict[str, Any]:
     """``tokens``: the rationale length every reasoning judgment generates."""
     log = args.out / f"mixed_vllm_server_{run}.log"
-    with vllm_openai_server(
-        args.settings, args.model, port=args.port, log=log, served_name="judge"
-    ):
-        url = f"http://127.0.0.1:{args.port}"
+    port = args.port or free_port()
+    with vllm_openai_server(args.settings, args.model, port=port, log=log, served_name="judge"):
+        url = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=url, timeout=600) as client:
 
             async def completion(body: dict[str, Any]) -> dict[str, Any]:
@@ -329,7 +330,11 @@ def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--servers", default="ours,vllm", help="ours, vllm or both (ours runs first)")
+    ap.add_argument(
+        "--servers",
+        default="ours,vllm",
+        help="a comma list of ours, ours-2req (one_call_reasoning off), vllm; ours runs first",
+    )
     ap.add_argument("--runs", type=int, default=3, help="whole comparisons, fresh servers each")
     ap.add_argument("--reasoning-clients", type=int, default=8)
     ap.add_argument("--direct", type=int, default=20, help="sequential direct judgments")
@@ -346,13 +351,17 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--smoke",
         action="store_true",
-        help="defaults for a quick check: 1 run, 2 reasoning clients, 5 direct judgments, "
-        "1 s ramp, 2 direct warm-up judgments",
+        help="defaults for a quick check: 1 run, 2 reasoning clients, 4 direct judgments "
+        "1 s apart, 2 s ramp, 2 direct warm-up judgments",
     )
-    ap.add_argument("--port", type=int, default=8741)
+    ap.add_argument(
+        "--port", type=int, default=0, help="vLLM's port, the service's +1; 0: free ports"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
     if "--smoke" in sys.argv[1:]:  # new defaults: options given explicitly still win
-        ap.set_defaults(runs=1, reasoning_clients=2, direct=5, ramp_s=1.0, warm_direct=2)
+        ap.set_defaults(
+            runs=1, reasoning_clients=2, direct=4, direct_gap_s=1.0, ramp_s=2.0, warm_direct=2
+        )
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs: at least 1")
@@ -400,7 +409,13 @@ async def main() -> None:
         ids = VLLMPrompts(AutoTokenizer.from_pretrained(args.model), work)
     path = args.out / ("mixed_load_smoke.json" if args.smoke else "mixed_load.json")
     out: dict[str, Any] = {
-        "workload": {**asdict(plan), "reasoning_tokens": REASONING_TOKENS, "smoke": args.smoke},
+        "workload": {
+            **asdict(plan),
+            "reasoning_tokens": REASONING_TOKENS,
+            "runs": args.runs,
+            "rationale_tokens_given": args.rationale_tokens,
+            "smoke": args.smoke,
+        },
         "servers": args.servers,
         "targets": TARGETS,
         "runs": [],
