@@ -44,6 +44,11 @@ def rationale_call(call: JudgeCall) -> GenerateCall:
     )
 
 
+def verdict_read_ids(call: JudgeCall, tokenizer: Tokenizer, rationale: str) -> list[int]:
+    """What a second request prefills to read the verdict after ``rationale``."""
+    return [*call.prompt_ids, *encode(tokenizer, rationale), *call.after_rationale_ids]
+
+
 async def judge_one(
     call: JudgeCall, tokenizer: Tokenizer, verdict: Verdict, generate: Generate
 ) -> JudgeResult:
@@ -55,8 +60,7 @@ async def judge_one(
     rationale = gen.text.rstrip()
     # Re-encoding the text (not reusing generated ids) drops EOS and partial stop strings;
     # the prompt part still hits the prefix cache.
-    ids = [*call.prompt_ids, *encode(tokenizer, rationale), *call.after_rationale_ids]
-    logit, usage = await verdict(ids)
+    logit, usage = await verdict(verdict_read_ids(call, tokenizer, rationale))
     return JudgeResult(
         logit=logit,
         rationale=rationale,

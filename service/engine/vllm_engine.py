@@ -39,11 +39,12 @@ from service.engine.judging import (
     one_call_spec,
     pair_logit,
     read_one_call,
+    verdict_read_ids,
 )
 from service.engine.reaper import start_reaper
 from service.errors import EngineFailure, EngineUnavailable
 from service.scoring.prompts import token_variants
-from service.scoring.tokenizer import Tokenizer, encode
+from service.scoring.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from vllm import RequestOutput, SamplingParams
@@ -295,8 +296,8 @@ class VLLMEngine:
         usage.generated_tokens = generated
         logit = read.logit
         if logit is None:
-            ids = [*call.prompt_ids, *encode(self._tokenizer, read.rationale)]
-            logit, extra = await self._verdict([*ids, *call.after_rationale_ids])
+            ids = verdict_read_ids(call, self._tokenizer, read.rationale)
+            logit, extra = await self._verdict(ids)
             usage.add(extra)
         return JudgeResult(
             logit=logit,
