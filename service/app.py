@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from service.api.deps import AppState
 from service.api.errors import install_error_handlers
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
-from service.api.routes import health, judge, mcq, rerank, results, reward, score, split
+from service.api.routes import health, judge, mcq, pooling, rerank, results, reward, score, split
 from service.api.routes import metrics as metrics_api
 from service.config import Settings, get_settings
 from service.engine.base import Engine
@@ -80,10 +80,17 @@ def make_redis(settings: Settings) -> Redis | None:
 
 
 def _start_vllm(settings: Settings) -> Engine:
-    from service.engine.models import resolve_model
+    from service.engine.models import model_architectures, resolve_kind, resolve_model
     from service.engine.vllm_engine import VLLMEngine
 
-    return VLLMEngine.start(settings, resolve_model(settings))
+    model = resolve_model(settings)
+    architectures = model_architectures(model)
+    kind = resolve_kind(settings.engine.kind, architectures)
+    if kind == "generative":
+        return VLLMEngine.start(settings, model)
+    from service.engine.pooling_engine import PoolingEngine
+
+    return PoolingEngine.start(settings, model, kind, architectures)
 
 
 async def start_engine(settings: Settings) -> Engine:
@@ -131,7 +138,13 @@ async def start_services(
     if store is not None and metrics is not None:
         metrics.watch_cache(store)
     services = Services.build(
-        engine, settings.model_name, store, calibrations, settings.reward, settings.rules
+        engine,
+        settings.model_name,
+        store,
+        calibrations,
+        settings.reward,
+        settings.rules,
+        settings.engine,
     )
     # The probe runs outside any job, so it names its tenant as a job would (the tenant has no
     # default: a job path that forgets to set it must fail, not share another tenant's state).
@@ -322,6 +335,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(rerank.router)
     app.include_router(mcq.router)
     app.include_router(reward.router)
+    app.include_router(pooling.router)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
     if settings.auth.enabled:

@@ -137,6 +137,29 @@ class EngineSettings(SettingsGroup):
         "logits processor forces the verdict line); off: a second request reads it. Scores are "
         "the same either way.",
     )
+    kind: Literal["auto", "generative", "reward", "process_reward"] = Field(
+        default="auto",
+        description="auto: from the model's architecture (*ForSequenceClassification and "
+        "*ForRewardModel: reward; *ForProcessRewardModel: process_reward; else generative). "
+        "reward and process_reward run vLLM's pooling runner (docs/methods.md G).",
+    )
+    step_tag: str | None = Field(
+        default=None,
+        description="process_reward: the token that ends each step, read where it stands. "
+        "Unset: the architecture's own (Qwen2ForProcessRewardModel: <extra_0>).",
+    )
+    positive_class: int = Field(
+        default=1,
+        ge=0,
+        description="Pooling models with two or more classes: the class that means 'good' "
+        "(its probability is the score). A one-logit head is its own reward.",
+    )
+    reward_system_prompt: str | None = Field(
+        default=None,
+        description="Pooling models: a system message put before the question, for RMs and "
+        "PRMs trained with one (Qwen2.5-Math-PRM: 'Please reason step by step, and put your "
+        "final answer within \\boxed{}.').",
+    )
     # CPU-only knobs (ignored by GPU builds of vLLM).
     cpu_kvcache_gib: int = Field(default=2, ge=1, description="VLLM_CPU_KVCACHE_SPACE in GiB.")
     cpu_threads_bind: str = Field(

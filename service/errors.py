@@ -6,6 +6,7 @@ ServiceError                      (500 internal_error)
  |    +-- UnknownCalibration      422 unknown_calibration  no such calibration for this tenant
  |    +-- CalibrationMismatch     422 calibration_mismatch fitted for another method, K or model
  |    +-- BudgetTooSmall          422 budget_too_small     the estimate is over max_eval_tokens
+ |    +-- NotServedByModel        422 not_served_by_model  the served model's kind cannot answer
  +-- PayloadTooLarge              413 payload_too_large    a text or the body is over the limit
  +-- Unauthorized                 401 unauthorized         no, a wrong or a revoked API key
  +-- NotFound                     404 not_found            no such route or result (or another
@@ -64,6 +65,13 @@ class BudgetTooSmall(InvalidRequest):
         super().__init__(message)
         self.estimate = estimate
         self.limit = limit
+
+
+class NotServedByModel(InvalidRequest):
+    """The request needs what the served model's kind does not do (generation on a pooling
+    reward model, class logits on a generative judge)."""
+
+    type = "not_served_by_model"
 
 
 class PayloadTooLarge(ServiceError):

@@ -21,6 +21,8 @@ __all__ = [
     "ModelInfo",
     "OptionCall",
     "OptionResult",
+    "PoolCall",
+    "PoolResult",
     "SlotLogits",
     "SpanCall",
     "SpanResult",
@@ -143,12 +145,36 @@ class SlotLogits:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolCall:
+    """One pooling read (reward models and PRMs): ``classify`` returns one row of class
+    logits for the sequence, ``token_classify`` one row per token (at the step tags only when
+    ``step_tag_id`` is set). ``use_activation=False`` returns raw logits."""
+
+    prompt_ids: Sequence[int]
+    task: str
+    use_activation: bool | None = False  # None: the model's default (on)
+    step_tag_id: int | None = None
+
+
+@dataclass(slots=True)
+class PoolResult:
+    rows: list[list[float]]
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+@dataclass(frozen=True, slots=True)
 class ModelInfo:
     name: str
     path: str
     max_model_len: int
     device: str
     dtype: str = "auto"
+    # generative: a judge read at a verdict slot; reward / process_reward: a pooling model.
+    kind: str = "generative"
+    pooling_task: str | None = None  # classify or token_classify (pooling kinds only)
+    step_tag: str | None = None  # process_reward: the token that ends each step
+    num_labels: int | None = None  # pooling kinds: the classes the head returns
+    labels: tuple[str, ...] | None = None  # pooling kinds: the config's id2label, by index
 
 
 class Engine(Protocol):
@@ -170,6 +196,10 @@ class Engine(Protocol):
     async def option_logprobs(self, calls: Sequence[OptionCall]) -> list[OptionResult]: ...
 
     async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]: ...
+
+    async def pool(self, calls: Sequence[PoolCall]) -> list[PoolResult]:
+        """Pooling reads; only a pooling engine answers, a generative one refuses (422)."""
+        ...
 
     async def check_health(self) -> None: ...
 

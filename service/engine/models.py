@@ -12,8 +12,10 @@ import importlib.util
 import logging
 import shutil
 from pathlib import Path
+from typing import cast
 
 from service.config import DEFAULT_MODEL_NAME, Settings
+from service.scoring.pooled import EngineKind, kind_of
 
 logger = logging.getLogger(__name__)
 
@@ -130,3 +132,21 @@ def resolve_model(settings: Settings) -> str:
     if settings.engine.model:
         return settings.engine.model
     return str(prepare_default_model(settings))
+
+
+def model_architectures(model: str) -> list[str]:
+    """The ``architectures`` of a model's config (a local folder's config.json, else the
+    hub's), empty when it names none."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model)
+    return list(getattr(config, "architectures", None) or [])
+
+
+def resolve_kind(setting: str, architectures: list[str]) -> EngineKind:
+    """The engine kind: the setting unless ``auto``, else the architecture's."""
+    if setting == "auto":
+        return kind_of(architectures)
+    if setting not in ("generative", "reward", "process_reward"):
+        raise ValueError(f"unknown engine kind {setting!r}")
+    return cast(EngineKind, setting)

@@ -33,13 +33,15 @@ from service.engine.base import (
     ModelInfo,
     OptionCall,
     OptionResult,
+    PoolCall,
+    PoolResult,
     SlotLogits,
     SpanCall,
     SpanResult,
     TokenUsage,
 )
 from service.engine.judging import PROMPT_TOPK, fill_slots, judge_one, logsumexp, pair_logit
-from service.errors import ContextTooLong, EngineFailure
+from service.errors import ContextTooLong, EngineFailure, NotServedByModel
 from service.scoring.prompts import token_variants
 from service.scoring.tokenizer import Tokenizer, encode
 
@@ -340,6 +342,12 @@ class OpenAIEngine:
 
     async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]:
         return list(await asyncio.gather(*(self._span_one(c) for c in calls)))
+
+    async def pool(self, calls: Sequence[PoolCall]) -> list[PoolResult]:
+        raise NotServedByModel(
+            "class logits need an in-process pooling reward model or PRM; the remote engine "
+            "serves a generative judge"
+        )
 
     async def check_health(self) -> None:
         try:

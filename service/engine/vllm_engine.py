@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from service.config import Settings
@@ -24,6 +24,8 @@ from service.engine.base import (
     ModelInfo,
     OptionCall,
     OptionResult,
+    PoolCall,
+    PoolResult,
     SlotLogits,
     SpanCall,
     SpanResult,
@@ -42,7 +44,7 @@ from service.engine.judging import (
     verdict_read_ids,
 )
 from service.engine.reaper import start_reaper
-from service.errors import EngineFailure, EngineUnavailable
+from service.errors import EngineFailure, EngineUnavailable, NotServedByModel
 from service.scoring.prompts import token_variants
 from service.scoring.tokenizer import Tokenizer
 
@@ -89,11 +91,59 @@ def label_variant_ids(tokenizer: Tokenizer, label: str) -> list[int]:
         raise EngineFailure(str(exc)) from exc
 
 
-def _engine_dtype(llm: Any, requested: str) -> str:
+def engine_dtype(llm: Any, requested: str) -> str:
     """The dtype vLLM settled on (it resolves 'auto' on GPU from the model's config)."""
     config = getattr(llm, "model_config", None)
     dtype = getattr(config, "dtype", None)
     return str(dtype).removeprefix("torch.") if dtype is not None else requested
+
+
+async def run_vllm_call(llm: Any, stream: AsyncIterator[Any]) -> Any:
+    """The final output of one vLLM request stream (generate or encode); vLLM's own error
+    tree becomes ours: the engine-core process gone is ``EngineUnavailable``."""
+    final: Any = None
+    try:
+        async for out in stream:
+            final = out
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # vLLM raises its own tree; callers see one error type
+        if getattr(llm, "errored", False):  # the engine-core process is gone
+            raise EngineUnavailable(f"the engine died: {exc}; retry") from exc
+        raise EngineFailure(f"engine call failed: {exc}") from exc
+    if final is None:
+        raise EngineFailure("engine returned no output")
+    return final
+
+
+async def shutdown_vllm(llm: Any) -> None:
+    """Stop an engine; gives up after ``SHUTDOWN_TIMEOUT_S`` so a process can still exit.
+
+    vLLM's shutdown() blocks (~4 s while the engine-core process exits). It runs on a daemon
+    thread, not the default executor: asyncio.run() joins executor threads at exit, so a
+    hung shutdown there would keep a drained worker alive forever.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def finished() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    def run() -> None:
+        try:
+            llm.shutdown()
+        except Exception:
+            logger.exception("engine shutdown failed")
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop may be closed by now
+                loop.call_soon_threadsafe(finished)
+
+    threading.Thread(target=run, name="engine-shutdown", daemon=True).start()
+    try:
+        await asyncio.wait_for(done, SHUTDOWN_TIMEOUT_S)
+    except TimeoutError:
+        logger.error("engine shutdown did not finish in %.0f s; leaving it", SHUTDOWN_TIMEOUT_S)
 
 
 def _usage(out: RequestOutput) -> TokenUsage:
@@ -173,7 +223,7 @@ class VLLMEngine:
             logits_processors=[VERDICT_READ_FQCN] if cfg.one_call_reasoning else None,
         )
         llm = AsyncLLMEngine.from_engine_args(args)
-        dtype = _engine_dtype(llm, dtype)
+        dtype = engine_dtype(llm, dtype)
         logger.info("engine on %s with dtype %s (setting: %s)", device, dtype, cfg.dtype)
         info = ModelInfo(
             name=settings.model_name,
@@ -194,19 +244,11 @@ class VLLMEngine:
     async def _run(self, prompt_ids: Sequence[int], params: SamplingParams) -> RequestOutput:
         from vllm.inputs import TokensPrompt
 
-        final: RequestOutput | None = None
-        try:
-            async for out in self._llm.generate(
-                TokensPrompt(prompt_token_ids=list(prompt_ids)), params, uuid.uuid4().hex
-            ):
-                final = out
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # vLLM raises its own tree; callers see one error type
-            if getattr(self._llm, "errored", False):  # the engine-core process is gone
-                raise EngineUnavailable(f"the engine died: {exc}; retry") from exc
-            raise EngineFailure(f"engine call failed: {exc}") from exc
-        if final is None or not final.outputs:
+        stream = self._llm.generate(
+            TokensPrompt(prompt_token_ids=list(prompt_ids)), params, uuid.uuid4().hex
+        )
+        final: RequestOutput = await run_vllm_call(self._llm, stream)
+        if not final.outputs:
             raise EngineFailure("engine returned no output")
         return final
 
@@ -422,31 +464,12 @@ class VLLMEngine:
         except Exception as exc:
             raise EngineFailure(f"engine unhealthy: {exc}") from exc
 
+    async def pool(self, calls: Sequence[PoolCall]) -> list[PoolResult]:
+        raise NotServedByModel(
+            "class logits need a pooling reward model or PRM; the served model is a generative "
+            "judge (set VERIFIER_ENGINE__MODEL to a *ForSequenceClassification, *ForRewardModel "
+            "or *ForProcessRewardModel checkpoint)"
+        )
+
     async def shutdown(self) -> None:
-        """Stop the engine; gives up after ``SHUTDOWN_TIMEOUT_S`` so a process can still exit.
-
-        vLLM's shutdown() blocks (~4 s while the engine-core process exits). It runs on a daemon
-        thread, not the default executor: asyncio.run() joins executor threads at exit, so a
-        hung shutdown there would keep a drained worker alive forever.
-        """
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-
-        def finished() -> None:
-            if not done.done():
-                done.set_result(None)
-
-        def run() -> None:
-            try:
-                self._llm.shutdown()
-            except Exception:
-                logger.exception("engine shutdown failed")
-            finally:
-                with contextlib.suppress(RuntimeError):  # the loop may be closed by now
-                    loop.call_soon_threadsafe(finished)
-
-        threading.Thread(target=run, name="engine-shutdown", daemon=True).start()
-        try:
-            await asyncio.wait_for(done, SHUTDOWN_TIMEOUT_S)
-        except TimeoutError:
-            logger.error("engine shutdown did not finish in %.0f s; leaving it", SHUTDOWN_TIMEOUT_S)
+        await shutdown_vllm(self._llm)

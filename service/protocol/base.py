@@ -119,6 +119,16 @@ class ModelCard(BaseModel):
     dtype: str | None = Field(
         default=None, description="The engine's dtype (what `dtype=auto` resolved to)."
     )
+    kind: Literal["generative", "reward", "process_reward"] | None = Field(
+        default=None,
+        description="generative: a judge read at a verdict slot; reward: a sequence reward "
+        "model; process_reward: a PRM (both on vLLM's pooling runner). Null until the engine "
+        "runs, unless VERIFIER_ENGINE__KIND names it.",
+    )
+    pooling_task: str | None = Field(
+        default=None, description="Pooling kinds: classify or token_classify (/pooling's task)."
+    )
+    step_tag: str | None = Field(default=None, description="process_reward: the step tag.")
 
 
 class ModelList(BaseModel):

@@ -37,6 +37,12 @@ from service.protocol.mcq import (
     MCQBatchRequest,
     MCQBatchResponse,
 )
+from service.protocol.pooling import (
+    ClassificationResponse,
+    ClassifyRequest,
+    PoolingRequest,
+    PoolingResponse,
+)
 from service.protocol.reward import RewardRequest, RewardResponse
 
 JobKind = Literal[
@@ -51,6 +57,8 @@ JobKind = Literal[
     "mcq_audit",
     "mcq_popmcq",
     "reward",
+    "classify",
+    "pooling",
 ]
 
 JOB_KINDS: Final[tuple[JobKind, ...]] = get_args(JobKind)
@@ -99,6 +107,8 @@ JOBS: Final[Mapping[JobKind, JobSpec]] = for_every_kind(
             JobSpec("mcq_audit", AuditRequest, AuditResponse),
             JobSpec("mcq_popmcq", PopMCQRequest, PopMCQResponse),
             JobSpec("reward", RewardRequest, RewardResponse),
+            JobSpec("classify", ClassifyRequest, ClassificationResponse),
+            JobSpec("pooling", PoolingRequest, PoolingResponse),
         )
     },
     "job spec",

@@ -154,6 +154,11 @@ class _OutcomeFields(BaseModel):
         "model judged."
     )
     verdict: int | None = Field(description="1 if score >= 0.5 else 0; null with the score.")
+    reward: float | None = Field(
+        default=None,
+        description="A pooling reward model's reward (a one-logit head's value; with classes, "
+        "the positive class's log-odds); null on a generative judge.",
+    )
     mode: JudgeMode
     model: str
     decided_by: DecidedBy | None = Field(

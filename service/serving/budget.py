@@ -48,6 +48,7 @@ from service.protocol.mcq import (
     MCQItem,
     MCQOptions,
 )
+from service.protocol.pooling import ClassifyRequest, PoolingRequest
 from service.protocol.reward import RewardRequest
 from service.scoring import splitting
 
@@ -63,6 +64,7 @@ __all__ = [
     "SPLIT_COPY_EXTRA",
     "SPLIT_COPY_RATIO",
     "SPLIT_OVERHEAD",
+    "POOLING_CHAT_OVERHEAD",
     "REFERENCE_OVERHEAD",
     "ZERO",
     "ESTIMATORS",
@@ -113,6 +115,9 @@ AUDIT_OVERHEAD: Final = 130  # system, C.2 instruction, "ANSWER:"; measured <= 1
 TAG_OVERHEAD: Final = 150  # tagger system, trace tags, one label question, "Label: "; measured 128
 SINGLE_PASS_STEP_OVERHEAD: Final = 40  # user turn + step fence + "Verdict: 1"; measured <= 30
 SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
+# /classify and /pooling chats: the template's role markers per message (the default model's
+# default system text counted once in the first); measured 5 per turn, 36 for the first.
+POOLING_CHAT_OVERHEAD: Final = 40
 # With a reference: the longer system text, the reference fence (and a criteria fence and
 # note), on top of the text's own tokens.
 REFERENCE_OVERHEAD: Final = 100  # measured 61, 86 with criteria (outcome and process)
@@ -407,6 +412,18 @@ def _mcq_batch(req: MCQBatchRequest) -> Estimate:
     return _mcq_items(req.items, req)
 
 
+def _pooling_request(req: ClassifyRequest | PoolingRequest) -> Estimate:
+    """Pooling reads prompt tokens only: the texts (or ids) as given, a chat with its template."""
+    if req.messages is not None:
+        text = sum(estimate_text_tokens(str(m.get("content") or "")) for m in req.messages)
+        return Estimate.of(POOLING_CHAT_OVERHEAD * len(req.messages) + text, 0, 1)
+    sizes = [
+        estimate_text_tokens(item) + 1 if isinstance(item, str) else len(item)
+        for item in req.inputs()
+    ]
+    return Estimate.of(sum(sizes), 0, len(sizes))
+
+
 # kind -> its estimator, which takes that kind's JobSpec.request (checked in `estimate`).
 ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
     {
@@ -421,6 +438,8 @@ ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
         "mcq_audit": _audit,
         "mcq_popmcq": _popmcq,
         "reward": _reward_request,
+        "classify": _pooling_request,
+        "pooling": _pooling_request,
     },
     "estimator",
 )

@@ -40,6 +40,8 @@ from service.engine.base import (
     ModelInfo,
     OptionCall,
     OptionResult,
+    PoolCall,
+    PoolResult,
     SlotLogits,
     SpanCall,
     SpanResult,
@@ -250,6 +252,9 @@ class CachingEngine:
 
     async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]:
         return await self._engine.span_logprobs(calls)
+
+    async def pool(self, calls: Sequence[PoolCall]) -> list[PoolResult]:
+        return await self._engine.pool(calls)
 
     async def check_health(self) -> None:
         await self._engine.check_health()

@@ -39,6 +39,8 @@ RUNS: Final[Mapping[JobKind, Run]] = for_every_kind(
         "mcq_audit": lambda s, r: s.audit.run(r),
         "mcq_popmcq": lambda s, r: s.popmcq.run(r),
         "reward": lambda s, r: s.reward.reward(r),
+        "classify": lambda s, r: s.pooling.classify(r),
+        "pooling": lambda s, r: s.pooling.pooling(r),
     },
     "handler",
 )

@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from service.config import RewardSettings, RuleSettings
+from service.config import EngineSettings, RewardSettings, RuleSettings
 from service.engine.base import Engine
 from service.ops.aio import CLOSE_TIMEOUT_S, bounded
 from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
 from service.serving.mcq import MCQServing
 from service.serving.outcome import OutcomeServing
+from service.serving.pooled import PooledOutcomeServing, PooledProcessServing, PooledReader
+from service.serving.pooling import PoolingServing
 from service.serving.popmcq import PopMCQServing
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.reward import RewardServing
@@ -36,6 +38,7 @@ class Services:
     audit: AuditServing
     popmcq: PopMCQServing
     reward: RewardServing
+    pooling: PoolingServing
     rules: RuleVerifier
     judgments: JudgmentStore | None = None
 
@@ -48,15 +51,25 @@ class Services:
         calibrations: CalibrationStore | None = None,
         reward: RewardSettings | None = None,
         rules: RuleSettings | None = None,
+        engine_settings: EngineSettings | None = None,
     ) -> Services:
-        """Serving objects over ``engine``; with a store, judgments go through the cache."""
+        """Serving objects over ``engine``; with a store, judgments go through the cache. A
+        pooling reward model or PRM gets the pooled outcome and process paths."""
         if judgments is not None:
             engine = CachingEngine(engine, judgments)
         rule_cfg = rules or RuleSettings()
         verifier = RuleVerifier(workers=rule_cfg.workers, timeout_s=rule_cfg.timeout_s)
-        outcome = OutcomeServing(engine, model_name, verifier)
         split = SplitServing(engine)
-        process = ProcessServing(engine, split, model_name)
+        outcome: OutcomeServing
+        process: ProcessServing
+        if engine.model_info().kind == "generative":
+            outcome = OutcomeServing(engine, model_name, verifier)
+            process = ProcessServing(engine, split, model_name)
+        else:
+            cfg = engine_settings or EngineSettings()
+            reader = PooledReader(engine, cfg.reward_system_prompt, cfg.positive_class)
+            outcome = PooledOutcomeServing(engine, model_name, reader, verifier)
+            process = PooledProcessServing(engine, split, model_name, reader)
         score = ScoreServing(outcome, process, model_name)
         mcq = MCQServing(engine, model_name, calibrations or MemoryCalibrations())
         rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings())
@@ -70,6 +83,7 @@ class Services:
             score=score,
             mcq=mcq,
             reward=rewards,
+            pooling=PoolingServing(engine, model_name),
             rules=verifier,
             judgments=judgments,
         )

@@ -34,6 +34,7 @@ from typing import Any
 from service.engine import base
 from service.engine.base import JudgeCall, JudgeResult, ModelInfo, TokenUsage
 from service.engine.judging import fill_slots, judge_one
+from service.errors import NotServedByModel
 from service.scoring.tokenizer import Tokenizer, encode
 
 TextScore = Callable[[str], float]
@@ -71,13 +72,25 @@ class FakeEngine:
     missing_slots: AbstractSet[int] = frozenset()
     fail: Exception | None = None
     name: str = "fake-model"
+    # "reward": a sequence RM on the pooling runner; its one logit comes from ``verdicts``.
+    kind: str = "generative"
     requests: list[tuple[str, list[int]]] = field(default_factory=list)
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids)))  # type: ignore[attr-defined]
 
     def model_info(self) -> base.ModelInfo:
-        return base.ModelInfo(name=self.name, path="/fake", max_model_len=8192, device="cpu")
+        pooling = self.kind != "generative"
+        return base.ModelInfo(
+            name=self.name,
+            path="/fake",
+            max_model_len=8192,
+            device="cpu",
+            kind=self.kind,
+            pooling_task="classify" if pooling else None,
+            num_labels=1 if pooling else None,
+            labels=("LABEL_0",) if pooling else None,
+        )
 
     def _record(self, kind: str, ids: Sequence[int]) -> None:
         if self.fail is not None:
@@ -146,6 +159,17 @@ class FakeEngine:
                 prompt_tokens=len(call.prompt_ids), generated_tokens=1, engine_calls=1
             )
             out.append(base.SpanResult(mean_logprob=mean, tokens=tokens, usage=usage))
+        return out
+
+    async def pool(self, calls: Sequence[base.PoolCall]) -> list[base.PoolResult]:
+        if self.kind == "generative":
+            raise NotServedByModel("the fake engine is generative")
+        out = []
+        for call in calls:
+            self._record("pool", call.prompt_ids)
+            text = self.tokenizer.decode(list(call.prompt_ids))  # type: ignore[attr-defined]
+            usage = base.TokenUsage(prompt_tokens=len(call.prompt_ids), engine_calls=1)
+            out.append(base.PoolResult(rows=[[self.verdicts(text)]], usage=usage))
         return out
 
     async def check_health(self) -> None:

