@@ -53,6 +53,7 @@ SCRIPTS: Final = (
     "mixed_load",
     "one_call",
     "overload",
+    "pooling",
     "process_modes",
     "profile_split",
     "queue_latency",

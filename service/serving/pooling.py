@@ -23,6 +23,15 @@ from service.protocol.pooling import (
 )
 
 
+def _encode(tokenizer: Any, text: str, add_special_tokens: bool) -> list[int]:
+    """Token ids as the tokenizer's ``encode`` gives them, from its Rust backend where there
+    is one (vLLM's wrapper around ``encode`` is slow on the API's event loop)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return list(backend.encode(text, add_special_tokens=add_special_tokens).ids)
+    return list(tokenizer.encode(text, add_special_tokens=add_special_tokens))
+
+
 def _usage(results: list[PoolResult]) -> PoolingUsage:
     total = TokenUsage()
     for r in results:
@@ -55,13 +64,13 @@ class PoolingServing:
                 )
             except Exception as exc:  # the template raises its own errors on odd chats
                 raise InvalidRequest(f"messages: the chat template refused them: {exc}") from exc
-            return [list(tok.encode(text, add_special_tokens=bool(req.add_special_tokens)))]
+            return [_encode(tok, text, bool(req.add_special_tokens))]
         add = True if req.add_special_tokens is None else req.add_special_tokens
         vocab = len(tok)
         prompts = []
         for i, item in enumerate(req.inputs()):
             if isinstance(item, str):
-                prompts.append(list(tok.encode(item, add_special_tokens=add)))
+                prompts.append(_encode(tok, item, add))
                 continue
             if not item or any(not 0 <= t < vocab for t in item):
                 raise InvalidRequest(f"input[{i}]: token ids must be non-empty and in [0, {vocab})")

@@ -1,0 +1,279 @@
+"""Reward models and PRMs on vLLM's pooling runner: the service against vLLM's own pooling
+server, and a PRM's process scores against the generative judge's.
+
+Checkpoints: built here by ``loadtests.checkpoints`` with ``--layers`` layers (default 30: the
+default model's size, 135M parameters), since no trained RM or PRM can be downloaded.
+
+**RM throughput.** The first ``--questions`` GSM8K questions x 4 solutions, each rendered as
+the RM reads it (its chat template over question and solution), ``--concurrency`` clients.
+Per run, on fresh servers with the same checkpoint and engine settings:
+
+- ``vllm``: vLLM's OpenAI server with ``--runner pooling``, POST /classify, one text a request
+  (``{"input": text, "use_activation": false}``, verl's body);
+- ``ours-classify``: the service's /classify with the same bodies;
+- ``ours-outcome``: the service's /v1/judge/outcome with (question, solution).
+
+The ratios ours / vLLM (target >= 0.95) are printed per run and as the median over ``--runs``.
+
+**PRM vs the generative judge.** The same solutions split into steps by the service's
+heuristic splitter, scored by /v1/judge/process on a PRM server (one pooling call per
+solution) and on the default generative judge (direct mode: one judgment per step): solutions
+per second, prompt and generated tokens and engine calls per solution.
+
+    python loadtests/pooling.py                  # 3 runs, 16 questions (64 judgments)
+    python loadtests/pooling.py --smoke          # 1 run, 2 questions, 2-layer checkpoints
+    verifier bench pooling [the same options]
+
+Writes out/bench/pooling.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from loadtests.checkpoints import build_prm, build_reward
+from loadtests.harness import (
+    ROOT,
+    ServerProcess,
+    free_port,
+    git_commit,
+    machine,
+    verifier,
+    vllm_openai_server,
+)
+from loadtests.workload import Pair, drive, load_pairs
+from service.config import Settings
+from service.scoring import splitting
+
+OUT = ROOT / "out" / "bench"
+
+
+@contextmanager
+def ours(model: Path | None, log: Path) -> Iterator[str]:
+    """``verifier serve`` on ``model`` (None: the default generative judge)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "VERIFIER_HOST": "127.0.0.1",
+        "VERIFIER_PORT": str(port),
+        "VERIFIER_LOG_LEVEL": "warning",
+        "VERIFIER_CACHE__ENABLED": "false",
+    }
+    if model is not None:
+        env["VERIFIER_ENGINE__MODEL"] = str(model)
+    url = f"http://127.0.0.1:{port}"
+    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready", cwd=ROOT):
+        yield url
+
+
+def client(url: str, conc: int) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
+    return httpx.AsyncClient(base_url=url, timeout=600, limits=limits)
+
+
+async def timed(
+    url: str, items: list[Any], warm: list[Any], conc: int, body: Callable[[Any], dict[str, Any]],
+    path: str,
+) -> float:  # fmt: skip
+    """Items per second through POST ``path``, after an untimed warm-up."""
+    async with client(url, conc) as http:
+
+        async def one(item: Any) -> None:
+            r = await http.post(path, json=body(item))
+            r.raise_for_status()
+
+        await drive(warm, conc, one)
+        return await drive(items, conc, one)
+
+
+def rm_texts(model: Path, pairs: list[Pair]) -> dict[Pair, str]:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    return {
+        p: str(
+            tok.apply_chat_template(
+                [{"role": "user", "content": p[0]}, {"role": "assistant", "content": p[1]}],
+                tokenize=False,
+            )
+        )
+        for p in pairs
+    }
+
+
+async def rm_run(
+    settings: Settings,
+    rm: Path,
+    work: list[Pair],
+    warm: list[Pair],
+    conc: int,
+    out: Path,
+    first_vllm: bool,
+) -> dict[str, float]:
+    texts = rm_texts(rm, work + warm)
+
+    def classify(p: Pair) -> dict[str, Any]:
+        return {"model": "rm", "input": texts[p], "use_activation": False}
+
+    def outcome(p: Pair) -> dict[str, Any]:
+        return {"question": p[0], "response": p[1]}
+
+    rates: dict[str, float] = {}
+
+    async def vllm() -> None:
+        port = free_port()
+        server = vllm_openai_server(
+            settings, str(rm), port=port, log=out / "vllm_pooling.log", served_name="rm",
+            extra_args=["--runner", "pooling"], cwd=ROOT,
+        )  # fmt: skip
+        with server:
+            url = f"http://127.0.0.1:{port}"
+            rates["vllm"] = await timed(url, work, warm, conc, classify, "/classify")
+
+    async def service() -> None:
+        with ours(rm, out / "service_rm.log") as url:
+            rates["ours-classify"] = await timed(url, work, warm, conc, classify, "/classify")
+            rates["ours-outcome"] = await timed(url, work, warm, conc, outcome, "/v1/judge/outcome")
+
+    # The machine drifts: alternate which server goes first from run to run.
+    for step in (vllm, service) if first_vllm else (service, vllm):
+        await step()
+    return rates
+
+
+Steps = tuple[str, tuple[str, ...]]
+
+
+async def process_figures(url: str, items: list[Steps], conc: int) -> dict[str, float]:
+    """Solutions/s and per-solution usage of /v1/judge/process over given steps."""
+    usage: list[dict[str, int]] = []
+    async with client(url, conc) as http:
+
+        async def one(item: Steps) -> None:
+            r = await http.post(
+                "/v1/judge/process", json={"question": item[0], "steps": list(item[1])}
+            )
+            r.raise_for_status()
+            usage.append(r.json()["usage"])
+
+        await one(items[0])  # warm-up, not counted
+        usage.clear()
+        rate = await drive(items, conc, one)
+
+    def per(key: str) -> float:
+        return sum(u[key] for u in usage) / len(usage)
+
+    return {
+        "solutions_per_s": rate,
+        "prompt_tokens": per("prompt_tokens"),
+        "generated_tokens": per("generated_tokens"),
+        "cached_tokens": per("cached_tokens"),
+        "engine_calls": per("engine_calls"),
+    }
+
+
+async def prm_vs_generative(
+    prm: Path, pairs: list[Pair], conc: int, out: Path
+) -> dict[str, dict[str, float]]:
+    items: list[Steps] = []
+    for q, a in pairs:
+        steps = splitting.choose_split(a, "heuristic", 64, None).steps
+        items.append((q, tuple(steps)))
+    figures: dict[str, dict[str, float]] = {}
+    with ours(prm, out / "service_prm.log") as url:
+        figures["prm"] = await process_figures(url, items, conc)
+    with ours(None, out / "service_generative.log") as url:
+        figures["generative"] = await process_figures(url, items, conc)
+    figures["steps_per_solution"] = {"mean": sum(len(i[1]) for i in items) / len(items)}
+    return figures
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--questions", type=int, default=16, help="GSM8K questions (x4 solutions)")
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--layers", type=int, default=30, help="layers of the built checkpoints")
+    p.add_argument("--skip-prm", action="store_true", help="RM throughput only")
+    p.add_argument("--smoke", action="store_true", help="1 run, 2 questions, 2 layers")
+    p.add_argument("--out", type=Path, default=OUT / "pooling.json")
+    return p.parse_args()
+
+
+def median(runs: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    settings = Settings()
+    if args.smoke:
+        args.runs, args.questions, args.layers = 1, 2, 2
+    work = load_pairs(settings, args.questions)
+    warm = load_pairs(settings, 2, offset=args.questions)
+    logs = args.out.parent / "pooling_logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        rm = build_reward(Path(tmp) / "rm", layers=args.layers)
+        prm = build_prm(Path(tmp) / "prm", layers=args.layers)
+        runs = []
+        for k in range(args.runs):
+            rates = await rm_run(settings, rm, work, warm, args.concurrency, logs, k % 2 == 0)
+            rates["ours_classify_over_vllm"] = rates["ours-classify"] / rates["vllm"]
+            rates["ours_outcome_over_vllm"] = rates["ours-outcome"] / rates["vllm"]
+            print(
+                f"run {k + 1}/{args.runs}: judgments/s vLLM {rates['vllm']:.1f}, ours /classify "
+                f"{rates['ours-classify']:.1f} ({rates['ours_classify_over_vllm']:.3f}x), ours "
+                f"outcome {rates['ours-outcome']:.1f} ({rates['ours_outcome_over_vllm']:.3f}x)"
+            )
+            runs.append(rates)
+        result: dict[str, Any] = {
+            "workload": {
+                "judgments": len(work),
+                "concurrency": args.concurrency,
+                "layers": args.layers,
+                "runs": args.runs,
+            },
+            "rm_runs": runs,
+            "rm_median": {key: median(runs, key) for key in runs[0]},
+            "machine": machine(),
+            "git": git_commit(),
+        }
+        med = result["rm_median"]
+        print(
+            f"median: ours /classify / vLLM {med['ours_classify_over_vllm']:.3f} (target >= "
+            f"0.95), ours outcome / vLLM {med['ours_outcome_over_vllm']:.3f}"
+        )
+        if not args.skip_prm:
+            fig = await prm_vs_generative(prm, work, args.concurrency, logs)
+            result["prm_vs_generative"] = fig
+            for name in ("prm", "generative"):
+                f = fig[name]
+                print(
+                    f"{name}: {f['solutions_per_s']:.2f} solutions/s, per solution "
+                    f"{f['prompt_tokens']:.0f} prompt + {f['generated_tokens']:.1f} generated "
+                    f"tokens, {f['engine_calls']:.1f} engine calls"
+                )
+    return result
+
+
+def main() -> None:
+    args = parse_args()
+    result = asyncio.run(run(args))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
