@@ -15,8 +15,7 @@ Per run, on fresh servers with the same checkpoint and engine settings:
 
 The ratios ours / vLLM (target >= 0.95) are printed per run and as the median over ``--runs``.
 
-**PRM vs the generative judge.** The same solutions split into steps by the service's
-heuristic splitter, scored by /v1/judge/process on a PRM server (one pooling call per
+**PRM vs the generative judge.** The same solutions, one step per line, scored by /v1/judge/process on a PRM server (one pooling call per
 solution) and on the default generative judge (direct mode: one judgment per step): solutions
 per second, prompt and generated tokens and engine calls per solution.
 
@@ -54,7 +53,6 @@ from loadtests.harness import (
 )
 from loadtests.workload import Pair, drive, load_pairs
 from service.config import Settings
-from service.scoring import splitting
 
 OUT = ROOT / "out" / "bench"
 
@@ -188,7 +186,8 @@ async def prm_vs_generative(
 ) -> dict[str, dict[str, float]]:
     items: list[Steps] = []
     for q, a in pairs:
-        steps = splitting.choose_split(a, "heuristic", 64, None).steps
+        # GSM8K solutions write one step per line (the heuristic splitter wants blank lines).
+        steps = [line.strip() for line in a.splitlines() if line.strip()]
         items.append((q, tuple(steps)))
     figures: dict[str, dict[str, float]] = {}
     with ours(prm, out / "service_prm.log") as url:
