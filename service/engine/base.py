@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from service.scoring.pooled import EngineKind
 from service.scoring.tokenizer import Tokenizer
 
 __all__ = [
@@ -170,7 +171,7 @@ class ModelInfo:
     device: str
     dtype: str = "auto"
     # generative: a judge read at a verdict slot; reward / process_reward: a pooling model.
-    kind: str = "generative"
+    kind: EngineKind = "generative"
     pooling_task: str | None = None  # classify or token_classify (pooling kinds only)
     step_tag: str | None = None  # process_reward: the token that ends each step
     num_labels: int | None = None  # pooling kinds: the classes the head returns

@@ -24,7 +24,9 @@ PoolingInput = str | list[str] | list[int] | list[list[int]]
 _UNSUPPORTED = ("truncate_prompt_tokens", "chat_template", "cache_salt", "mm_processor_kwargs")
 
 
-class _PoolingBase(ServiceModel):
+class PoolingInputs(ServiceModel):
+    """What /classify and /pooling share: the input, its rendering and the activation."""
+
     model: str | None = None
     user: str | None = None
     input: PoolingInput | None = Field(
@@ -54,7 +56,7 @@ class _PoolingBase(ServiceModel):
     mm_processor_kwargs: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _one_input(self) -> _PoolingBase:
+    def _one_input(self) -> PoolingInputs:
         if (self.input is None) == (self.messages is None):
             raise ValueError("give exactly one of `input` or `messages`")
         if isinstance(self.input, list) and not self.input:
@@ -84,11 +86,11 @@ class _PoolingBase(ServiceModel):
         return list(value)  # type: ignore[arg-type]
 
 
-class ClassifyRequest(_PoolingBase):
+class ClassifyRequest(PoolingInputs):
     """POST /classify: one row of class scores per input (a sequence RM's reward)."""
 
 
-class PoolingRequest(_PoolingBase):
+class PoolingRequest(PoolingInputs):
     """POST /pooling: the model's pooling output per input (token rows for a PRM)."""
 
     task: PoolingTask | OtherTask | None = Field(

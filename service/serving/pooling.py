@@ -15,11 +15,11 @@ from service.protocol.pooling import (
     ClassificationData,
     ClassificationResponse,
     ClassifyRequest,
+    PoolingInputs,
     PoolingRequest,
     PoolingResponse,
     PoolingResponseData,
     PoolingUsage,
-    _PoolingBase,
 )
 
 
@@ -51,7 +51,7 @@ class PoolingServing:
         self._engine = engine
         self._model = model_name
 
-    def _prompts(self, req: _PoolingBase) -> list[list[int]]:
+    def _prompts(self, req: PoolingInputs) -> list[list[int]]:
         tok: Any = self._engine.tokenizer
         if req.messages is not None:
             try:
@@ -77,7 +77,7 @@ class PoolingServing:
             prompts.append(list(item))
         return prompts
 
-    async def _read(self, req: _PoolingBase, task: str) -> list[PoolResult]:
+    async def _read(self, req: PoolingInputs, task: str) -> list[PoolResult]:
         info = self._engine.model_info()
         if info.kind == "generative":
             raise NotServedByModel(

@@ -38,6 +38,6 @@ async def models(state: StateDep) -> ModelList:
     if state.services is not None:
         info = state.services.engine.model_info()
         card.root, card.device, card.dtype = info.path, info.device, info.dtype
-        card.kind = info.kind  # type: ignore[assignment]
+        card.kind = info.kind
         card.pooling_task, card.step_tag = info.pooling_task, info.step_tag
     return ModelList(data=[card])
