@@ -5,22 +5,25 @@ Checkpoints: built here by ``loadtests.checkpoints`` with ``--layers`` layers (d
 default model's size, 135M parameters), since no trained RM or PRM can be downloaded.
 
 **RM throughput.** The first ``--questions`` GSM8K questions x 4 solutions, each rendered as
-the RM reads it (its chat template over question and solution), ``--concurrency`` clients.
-Per run, on fresh servers with the same checkpoint and engine settings:
+the RM reads it (its chat template over question and solution), ``--concurrency`` clients,
+prefix cache off (every round reads the same texts). Both servers run at once, on the same
+checkpoint and engine settings; each of ``--runs`` rounds times every mode once, in a rotated
+order with a pause between, so the machine's drift falls on every mode alike:
 
 - ``vllm``: vLLM's OpenAI server with ``--runner pooling``, POST /classify, one text a request
   (``{"input": text, "use_activation": false}``, verl's body);
 - ``ours-classify``: the service's /classify with the same bodies;
 - ``ours-outcome``: the service's /v1/judge/outcome with (question, solution).
 
-The ratios ours / vLLM (target >= 0.95) are printed per run and as the median over ``--runs``.
+The ratios ours / vLLM (target >= 0.95) are printed per round and as the median.
 
-**PRM vs the generative judge.** The same solutions, one step per line, scored by /v1/judge/process on a PRM server (one pooling call per
-solution) and on the default generative judge (direct mode: one judgment per step): solutions
-per second, prompt and generated tokens and engine calls per solution.
+**PRM vs the generative judge.** The same solutions, one step per line, scored by
+/v1/judge/process on a PRM server (one pooling call per solution) and on the default
+generative judge (direct mode: one judgment per step, prefix cache on), one server at a time:
+solutions per second, prompt and generated tokens and engine calls per solution.
 
-    python loadtests/pooling.py                  # 3 runs, 16 questions (64 judgments)
-    python loadtests/pooling.py --smoke          # 1 run, 2 questions, 2-layer checkpoints
+    python loadtests/pooling.py                  # 5 rounds, 16 questions (64 judgments)
+    python loadtests/pooling.py --smoke          # 1 round, 2 questions, 2-layer checkpoints
     verifier bench pooling [the same options]
 
 Writes out/bench/pooling.json.
@@ -58,11 +61,12 @@ OUT = ROOT / "out" / "bench"
 
 
 @contextmanager
-def ours(model: Path | None, log: Path) -> Iterator[str]:
+def ours(model: Path | None, log: Path, prefix_caching: bool = True) -> Iterator[str]:
     """``verifier serve`` on ``model`` (None: the default generative judge)."""
     port = free_port()
     env = {
         **os.environ,
+        "VERIFIER_ENGINE__ENABLE_PREFIX_CACHING": str(prefix_caching).lower(),
         "VERIFIER_HOST": "127.0.0.1",
         "VERIFIER_PORT": str(port),
         "VERIFIER_LOG_LEVEL": "warning",
@@ -80,18 +84,16 @@ def client(url: str, conc: int) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=url, timeout=600, limits=limits)
 
 
-async def timed(
-    url: str, items: list[Any], warm: list[Any], conc: int, body: Callable[[Any], dict[str, Any]],
-    path: str,
-) -> float:  # fmt: skip
-    """Items per second through POST ``path``, after an untimed warm-up."""
+async def rate(
+    url: str, items: list[Any], conc: int, body: Callable[[Any], dict[str, Any]], path: str
+) -> float:
+    """Items per second through POST ``path``."""
     async with client(url, conc) as http:
 
         async def one(item: Any) -> None:
             r = await http.post(path, json=body(item))
             r.raise_for_status()
 
-        await drive(warm, conc, one)
         return await drive(items, conc, one)
 
 
@@ -110,15 +112,18 @@ def rm_texts(model: Path, pairs: list[Pair]) -> dict[Pair, str]:
     }
 
 
-async def rm_run(
-    settings: Settings,
-    rm: Path,
-    work: list[Pair],
-    warm: list[Pair],
-    conc: int,
+# vLLM's engine processes spin for about 1 s after their last message: a pause between two
+# servers' batches keeps one's spin out of the other's clock.
+PAUSE_S = 1.5
+MODES = ("vllm", "ours-classify", "ours-outcome")
+
+
+async def rm_rounds(
+    settings: Settings, rm: Path, work: list[Pair], warm: list[Pair], args: argparse.Namespace,
     out: Path,
-    first_vllm: bool,
-) -> dict[str, float]:
+) -> list[dict[str, float]]:  # fmt: skip
+    """Both servers up at once; each round times every mode once, in a rotated order, so the
+    machine's drift falls on all of them alike."""
     texts = rm_texts(rm, work + warm)
 
     def classify(p: Pair) -> dict[str, Any]:
@@ -127,27 +132,39 @@ async def rm_run(
     def outcome(p: Pair) -> dict[str, Any]:
         return {"question": p[0], "response": p[1]}
 
-    rates: dict[str, float] = {}
-
-    async def vllm() -> None:
-        port = free_port()
-        server = vllm_openai_server(
-            settings, str(rm), port=port, log=out / "vllm_pooling.log", served_name="rm",
-            extra_args=["--runner", "pooling"], cwd=ROOT,
-        )  # fmt: skip
-        with server:
-            url = f"http://127.0.0.1:{port}"
-            rates["vllm"] = await timed(url, work, warm, conc, classify, "/classify")
-
-    async def service() -> None:
-        with ours(rm, out / "service_rm.log") as url:
-            rates["ours-classify"] = await timed(url, work, warm, conc, classify, "/classify")
-            rates["ours-outcome"] = await timed(url, work, warm, conc, outcome, "/v1/judge/outcome")
-
-    # The machine drifts: alternate which server goes first from run to run.
-    for step in (vllm, service) if first_vllm else (service, vllm):
-        await step()
-    return rates
+    # Every round reads the same texts: with the prefix cache on, rounds after the first (and
+    # the second of our two modes) would read cached prompts.
+    cold = settings.model_copy(deep=True)
+    cold.engine.enable_prefix_caching = False
+    port = free_port()
+    server = vllm_openai_server(
+        cold, str(rm), port=port, log=out / "vllm_pooling.log", served_name="rm",
+        extra_args=["--runner", "pooling"], cwd=ROOT,
+    )  # fmt: skip
+    with server, ours(rm, out / "service_rm.log", prefix_caching=False) as url:
+        calls = {
+            "vllm": (f"http://127.0.0.1:{port}", classify, "/classify"),
+            "ours-classify": (url, classify, "/classify"),
+            "ours-outcome": (url, outcome, "/v1/judge/outcome"),
+        }
+        for base, body, path in calls.values():  # warm-up, not counted
+            await rate(base, warm, args.concurrency, body, path)
+        rounds = []
+        for k in range(args.runs):
+            rates: dict[str, float] = {}
+            for mode in MODES[k % 3 :] + MODES[: k % 3]:
+                await asyncio.sleep(PAUSE_S)
+                base, body, path = calls[mode]
+                rates[mode] = await rate(base, work, args.concurrency, body, path)
+            rates["ours_classify_over_vllm"] = rates["ours-classify"] / rates["vllm"]
+            rates["ours_outcome_over_vllm"] = rates["ours-outcome"] / rates["vllm"]
+            print(
+                f"round {k + 1}/{args.runs}: judgments/s vLLM {rates['vllm']:.2f}, ours "
+                f"/classify {rates['ours-classify']:.2f} ({rates['ours_classify_over_vllm']:.3f}x), "
+                f"ours outcome {rates['ours-outcome']:.2f} ({rates['ours_outcome_over_vllm']:.3f}x)"
+            )
+            rounds.append(rates)
+    return rounds
 
 
 Steps = tuple[str, tuple[str, ...]]
@@ -202,10 +219,10 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--questions", type=int, default=16, help="GSM8K questions (x4 solutions)")
     p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=5, help="timed rounds of every mode")
     p.add_argument("--layers", type=int, default=30, help="layers of the built checkpoints")
     p.add_argument("--skip-prm", action="store_true", help="RM throughput only")
-    p.add_argument("--smoke", action="store_true", help="1 run, 2 questions, 2 layers")
+    p.add_argument("--smoke", action="store_true", help="1 round, 2 questions, 2 layers")
     p.add_argument("--out", type=Path, default=OUT / "pooling.json")
     return p.parse_args()
 
@@ -225,17 +242,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         rm = build_reward(Path(tmp) / "rm", layers=args.layers)
         prm = build_prm(Path(tmp) / "prm", layers=args.layers)
-        runs = []
-        for k in range(args.runs):
-            rates = await rm_run(settings, rm, work, warm, args.concurrency, logs, k % 2 == 0)
-            rates["ours_classify_over_vllm"] = rates["ours-classify"] / rates["vllm"]
-            rates["ours_outcome_over_vllm"] = rates["ours-outcome"] / rates["vllm"]
-            print(
-                f"run {k + 1}/{args.runs}: judgments/s vLLM {rates['vllm']:.1f}, ours /classify "
-                f"{rates['ours-classify']:.1f} ({rates['ours_classify_over_vllm']:.3f}x), ours "
-                f"outcome {rates['ours-outcome']:.1f} ({rates['ours_outcome_over_vllm']:.3f}x)"
-            )
-            runs.append(rates)
+        runs = await rm_rounds(settings, rm, work, warm, args, logs)
         result: dict[str, Any] = {
             "workload": {
                 "judgments": len(work),
