@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from service.engine.base import Engine, GenerateCall, JudgeResult, TokenUsage
-from service.errors import InvalidRequest
+from service.errors import InvalidRequest, NotServedByModel
 from service.protocol import (
     ProcessMode,
     ProcessRequest,
@@ -54,9 +54,16 @@ class SplitServing:
         usage = TokenUsage()
         model_output = None
         if splitting.needs_model(response, method):
-            model_output, usage = await self._model_copy(response)
-            if not model_output:
-                model_output = ""  # truncated copy: parse_model_split rejects it with a reason
+            try:
+                model_output, usage = await self._model_copy(response)
+            except NotServedByModel:
+                if method == "model":
+                    raise
+                # auto on a pooling reward model: the heuristic split, as without a model
+                model_output = None
+            else:
+                if not model_output:
+                    model_output = ""  # truncated copy: parse_model_split rejects it
         result = splitting.choose_split(response, method, max_steps, model_output)
         info = SplitInfo(method_used=result.method_used, fallback_reason=result.fallback_reason)
         return Steps(steps=result.steps, info=info, usage=usage)

@@ -95,6 +95,8 @@ class FakeEngine:
     def _record(self, kind: str, ids: Sequence[int]) -> None:
         if self.fail is not None:
             raise self.fail
+        if self.kind != "generative" and kind != "pool":  # as the pooling engine refuses
+            raise NotServedByModel(f"{kind} needs a generative judge; the fake is a pooling model")
         self.requests.append((kind, list(ids)))
 
     async def _verdict(self, ids: Sequence[int]) -> tuple[float, base.TokenUsage]:

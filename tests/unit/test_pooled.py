@@ -118,3 +118,35 @@ def test_pooling_inputs_are_one_item_each() -> None:
     # verl's body: unknown fields such as `model` are kept or ignored, never refused
     req = ClassifyRequest.model_validate({"model": "rm", "input": "x", "use_activation": False})
     assert req.use_activation is False
+
+
+async def test_a_pooling_model_splits_auto_by_heuristic_and_refuses_model(tokenizer: Any) -> None:
+    from service.errors import NotServedByModel
+    from service.serving.services import Services
+    from tests.support.fakes import FakeEngine
+
+    services = Services.build(FakeEngine(tokenizer, kind="reward"), "rm")
+    text = "One long sentence without any structure that a heuristic could cut"
+    steps = await services.split.split(text, "auto", 8)
+    assert (steps.steps, steps.info.method_used) == ([text], "heuristic")
+    with pytest.raises(NotServedByModel, match="generative"):
+        await services.split.split(text, "model", 8)
+
+
+async def test_a_sequence_rm_scores_step_k_as_steps_one_to_k(tokenizer: Any) -> None:
+    """Process scores on a sequence RM: step k's reward is the reward of steps 1..k."""
+    from service.protocol import ProcessRequest
+    from service.serving.services import Services
+    from tests.support.fakes import FakeEngine, by_last_marker
+
+    engine = FakeEngine(tokenizer, kind="reward", verdicts=by_last_marker({"A.": 1.0, "B.": -2.0}))
+    services = Services.build(engine, "rm")
+    req = ProcessRequest(question="q", steps=["A.", "B."])
+    resp = await services.process.judge(req)
+    assert resp.step_logits == [1.0, -2.0]
+    assert resp.first_error_step == 1
+    assert resp.usage.engine_calls == 2
+    assert resp.usage.generated_tokens == 0
+    texts = [tokenizer.decode(ids) for kind, ids in engine.requests if kind == "pool"]
+    assert "A." in texts[1]  # the second read holds the first step too
+    assert "B." in texts[1]
