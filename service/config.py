@@ -141,7 +141,7 @@ class EngineSettings(SettingsGroup):
         default="auto",
         description="auto: from the model's architecture (*ForSequenceClassification and "
         "*ForRewardModel: reward; *ForProcessRewardModel: process_reward; else generative). "
-        "reward and process_reward run vLLM's pooling runner (docs/methods.md F).",
+        "reward and process_reward run vLLM's pooling runner (docs/methods.md G).",
     )
     step_tag: str | None = Field(
         default=None,

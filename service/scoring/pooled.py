@@ -1,5 +1,5 @@
 """Prompts and reads for trained reward models and PRMs served by vLLM's pooling runner
-(docs/methods.md F).
+(docs/methods.md G).
 
 A sequence RM reads the chat-templated (question, response) and returns one row of class
 logits; a PRM reads the steps joined by its step tag and returns one row at every tag. The

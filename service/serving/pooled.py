@@ -1,4 +1,4 @@
-"""Outcome and process judgments from a pooling reward model or PRM (docs/methods.md F).
+"""Outcome and process judgments from a pooling reward model or PRM (docs/methods.md G).
 
 The same requests and responses as the generative judge: a reward is a log-odds like the
 verdict logit, so ``score = sigmoid(logit)``, the aggregations, the first-error index and fusion
