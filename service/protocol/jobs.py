@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from service.protocol.audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
 from service.protocol.base import Metered
+from service.protocol.decisions import DecisionRequest, DecisionResponse
 from service.protocol.judge import (
     OutcomeRequest,
     OutcomeResponse,
@@ -51,6 +52,7 @@ JobKind = Literal[
     "mcq_audit",
     "mcq_popmcq",
     "reward",
+    "decision",
 ]
 
 JOB_KINDS: Final[tuple[JobKind, ...]] = get_args(JobKind)
@@ -99,6 +101,7 @@ JOBS: Final[Mapping[JobKind, JobSpec]] = for_every_kind(
             JobSpec("mcq_audit", AuditRequest, AuditResponse),
             JobSpec("mcq_popmcq", PopMCQRequest, PopMCQResponse),
             JobSpec("reward", RewardRequest, RewardResponse),
+            JobSpec("decision", DecisionRequest, DecisionResponse),
         )
     },
     "job spec",

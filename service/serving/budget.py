@@ -8,7 +8,8 @@ makes (see ``service/serving``):
   generated) then a verdict call (prompt + rationale as prompt, 1 generated);
 - process, direct/reasoning: one judgment per step k on a prompt holding steps 1..k;
 - process, single_pass: one prefill of the whole conversation, 1 generated;
-- model split: one copy call (the response as prompt, about 1.25x the response generated).
+- model split: one copy call (the response as prompt, about 1.25x the response generated);
+- decision: one label read per question, each on the input plus that question.
 
 It is an upper-ish bound for realistic text, not a guarantee: operators reconcile quotas with
 the ``actual`` usage recorded after the run (``service.stores.auth.settle``).
@@ -40,6 +41,7 @@ from service.protocol import (
     SplitRequest,
 )
 from service.protocol.audit import AuditRequest, PopMCQRequest
+from service.protocol.decisions import DecisionRequest
 from service.protocol.jobs import JOBS, JobKind, for_every_kind
 from service.protocol.mcq import (
     CalibrationRequest,
@@ -50,6 +52,7 @@ from service.protocol.mcq import (
 )
 from service.protocol.reward import RewardRequest
 from service.scoring import splitting
+from service.serving.decisions import input_blocks, question_spec
 
 __all__ = [
     "OUTCOME_OVERHEAD",
@@ -113,6 +116,10 @@ AUDIT_OVERHEAD: Final = 130  # system, C.2 instruction, "ANSWER:"; measured <= 1
 TAG_OVERHEAD: Final = 150  # tagger system, trace tags, one label question, "Label: "; measured 128
 SINGLE_PASS_STEP_OVERHEAD: Final = 40  # user turn + step fence + "Verdict: 1"; measured <= 30
 SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
+DECISION_OVERHEAD: Final = 70  # system, input fence, chat template, "Answer:"; measured 58
+DECISION_ITEM_OVERHEAD: Final = 8  # an input item's "[role]" header and blank line; measured 5
+DECISION_QUESTION_OVERHEAD: Final = 40  # "Question:", task lines; measured <= 36
+DECISION_OPTION_OVERHEAD: Final = 8  # "A. ", newline, " (...)" of a description; measured <= 7
 # With a reference: the longer system text, the reference fence (and a criteria fence and
 # note), on top of the text's own tokens.
 REFERENCE_OVERHEAD: Final = 100  # measured 61, 86 with criteria (outcome and process)
@@ -399,6 +406,25 @@ def _reward_request(req: RewardRequest) -> Estimate:
     )
 
 
+def _decision(req: DecisionRequest) -> Estimate:
+    """One read per question, each prompt the shared input plus that question."""
+    blocks = input_blocks(req.input)
+    shared = DECISION_OVERHEAD + sum(
+        DECISION_ITEM_OVERHEAD * bool(b.header) + estimate_text_tokens(f"{b.header} {b.text}")
+        for b in blocks
+    )
+    total = ZERO
+    for q in req.questions:
+        spec = question_spec(q)
+        prompt = shared + DECISION_QUESTION_OVERHEAD + estimate_text_tokens(spec.instructions)
+        prompt += sum(
+            DECISION_OPTION_OVERHEAD + estimate_text_tokens(f"{text} {desc or ''}")
+            for text, desc in spec.options
+        )
+        total += Estimate.of(prompt, 1, 1)
+    return total
+
+
 def _mcq_answer(req: MCQAnswerRequest) -> Estimate:
     return _mcq_items([req], req)
 
@@ -421,6 +447,7 @@ ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
         "mcq_audit": _audit,
         "mcq_popmcq": _popmcq,
         "reward": _reward_request,
+        "decision": _decision,
     },
     "estimator",
 )

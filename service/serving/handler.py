@@ -39,6 +39,7 @@ RUNS: Final[Mapping[JobKind, Run]] = for_every_kind(
         "mcq_audit": lambda s, r: s.audit.run(r),
         "mcq_popmcq": lambda s, r: s.popmcq.run(r),
         "reward": lambda s, r: s.reward.reward(r),
+        "decision": lambda s, r: s.decisions.decide(r),
     },
     "handler",
 )

@@ -13,6 +13,7 @@ from service.engine.base import Engine
 from service.ops.aio import CLOSE_TIMEOUT_S, bounded
 from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
+from service.serving.decisions import DecisionServing
 from service.serving.mcq import MCQServing
 from service.serving.outcome import OutcomeServing
 from service.serving.popmcq import PopMCQServing
@@ -37,6 +38,7 @@ class Services:
     popmcq: PopMCQServing
     reward: RewardServing
     rules: RuleVerifier
+    decisions: DecisionServing
     judgments: JudgmentStore | None = None
 
     @classmethod
@@ -71,6 +73,7 @@ class Services:
             mcq=mcq,
             reward=rewards,
             rules=verifier,
+            decisions=DecisionServing(engine, model_name),
             judgments=judgments,
         )
 

@@ -111,6 +111,18 @@ class BudgetInfo(BaseModel):
     note: Annotated[str | None, Field(title="Note")] = None
 
 
+Mode = TypeAliasType("Mode", Annotated[Literal["explicit"], Field(title="Mode")])
+
+
+class CacheBreakpoint(BaseModel):
+    """
+    Accepted for compatibility; vLLM's prefix cache needs no breakpoints (it matches by
+    content).
+    """
+
+    mode: Annotated[Literal["explicit"], Field(title="Mode")]
+
+
 class CalibrationCost(BaseModel):
     forward_passes: Annotated[int, Field(title="Forward Passes")]
     tokens: Annotated[int, Field(title="Tokens")]
@@ -130,6 +142,19 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Type = TypeAliasType("Type", Annotated[Literal["choice"], Field(title="Type")])
+
+
+class ChoiceOption(BaseModel):
+    description: Annotated[str | None, Field(title="Description")] = None
+    value: Annotated[str | bool, Field(title="Value")]
+
+
+class ChoiceProbability(BaseModel):
+    probability: Annotated[float, Field(title="Probability")]
+    value: Annotated[str | bool, Field(title="Value")]
+
+
 class ConditionSummary(BaseModel):
     accuracy: Annotated[float | None, Field(title="Accuracy")]
     accuracy_parsed: Annotated[float | None, Field(title="Accuracy Parsed")] = None
@@ -141,6 +166,24 @@ class ConditionSummary(BaseModel):
     parse_failure_rate: Annotated[float | None, Field(title="Parse Failure Rate")] = None
 
 
+Type2 = TypeAliasType("Type2", Annotated[Literal["custom_tool_call"], Field(title="Type")])
+
+
+class CustomToolCall(BaseModel):
+    call_id: Annotated[str, Field(title="Call Id")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    input: Annotated[str, Field(title="Input")]
+    name: Annotated[str, Field(title="Name")]
+    namespace: Annotated[str | None, Field(title="Namespace")] = None
+    status: Annotated[
+        Literal["in_progress", "completed", "incomplete"] | None, Field(title="Status")
+    ] = None
+    type: Annotated[Literal["custom_tool_call"], Field(title="Type")]
+
+
+Type3 = TypeAliasType("Type3", Annotated[Literal["custom_tool_call_output"], Field(title="Type")])
+
+
 class DebiasInfo(BaseModel):
     calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
     method: Annotated[Literal["none", "popdebias", "pride", "contextual"], Field(title="Method")]
@@ -150,6 +193,14 @@ class DebiasInfo(BaseModel):
     """
 
 
+MaxEvalTokens6 = TypeAliasType(
+    "MaxEvalTokens6", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
 class ErrorDetail(BaseModel):
     message: Annotated[str, Field(title="Message")]
     type: Annotated[str, Field(title="Type")]
@@ -157,6 +208,69 @@ class ErrorDetail(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
+
+
+Type5 = TypeAliasType("Type5", Annotated[Literal["function_call"], Field(title="Type")])
+
+
+class FunctionCall(BaseModel):
+    arguments: Annotated[str, Field(title="Arguments")]
+    call_id: Annotated[str, Field(title="Call Id")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    name: Annotated[str, Field(title="Name")]
+    namespace: Annotated[str | None, Field(title="Namespace")] = None
+    status: Annotated[
+        Literal["in_progress", "completed", "incomplete"] | None, Field(title="Status")
+    ] = None
+    type: Annotated[Literal["function_call"], Field(title="Type")]
+
+
+Type6 = TypeAliasType("Type6", Annotated[Literal["function_call_output"], Field(title="Type")])
+
+
+Type7 = TypeAliasType("Type7", Annotated[Literal["input_image"], Field(title="Type")])
+
+
+class InputImage(BaseModel):
+    """
+    Part of the shape so that an image is refused by name (422), never misread.
+    """
+
+    detail: Annotated[Literal["low", "high", "auto", "original"] | None, Field(title="Detail")] = (
+        None
+    )
+    image_url: Annotated[str, Field(title="Image Url")]
+    prompt_cache_breakpoint: CacheBreakpoint | None = None
+    type: Annotated[Literal["input_image"], Field(title="Type")]
+
+
+Type8 = TypeAliasType("Type8", Annotated[Literal["input_json"], Field(title="Type")])
+
+
+class InputJSON(BaseModel):
+    """
+    A JSON object or an array of objects, shown to the model as compact JSON text.
+    """
+
+    data: Annotated[dict[str, Any] | list[dict[str, Any]], Field(title="Data")]
+    type: Annotated[Literal["input_json"], Field(title="Type")]
+
+
+Type9 = TypeAliasType("Type9", Annotated[Literal["input_text"], Field(title="Type")])
+
+
+class InputText(BaseModel):
+    prompt_cache_breakpoint: CacheBreakpoint | None = None
+    text: Annotated[str, Field(title="Text")]
+    type: Annotated[Literal["input_text"], Field(title="Type")]
+
+
+class InputTokensDetails(BaseModel):
+    cache_write_tokens: Annotated[int, Field(title="Cache Write Tokens")] = 0
+    """
+    Always 0: no explicit cache writes (vLLM caches by content).
+    """
+    cached_tokens: Annotated[int, Field(title="Cached Tokens")] = 0
 
 
 class MCQAnswer(BaseModel):
@@ -177,8 +291,8 @@ class MCQAnswer(BaseModel):
     """
 
 
-MaxEvalTokens6 = TypeAliasType(
-    "MaxEvalTokens6", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens8 = TypeAliasType(
+    "MaxEvalTokens8", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -204,7 +318,7 @@ class MCQAnswerRequest(BaseModel):
     """
     popdebias: remove a popularity prior (needs popularity and a calibration or popdebias_lambda); pride: remove an option-letter prior (needs a calibration); contextual: divide by the letter probabilities on content-free inputs.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens6 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens8 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -227,8 +341,8 @@ class MCQAnswerRequest(BaseModel):
     question: Annotated[str, Field(title="Question")]
 
 
-MaxEvalTokens8 = TypeAliasType(
-    "MaxEvalTokens8", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens10 = TypeAliasType(
+    "MaxEvalTokens10", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -249,6 +363,9 @@ class MCQItem(BaseModel):
     One value in [0, 1] per option, used as given; or 'model': the model's question-free mean log-probability of each option text, min-max normalised per question (all equal: 0.5 each). The PopMCQ paper used normalised Wikipedia page views; 'model' is a proxy the service can compute itself, not that signal.
     """
     question: Annotated[str, Field(title="Question")]
+
+
+Type10 = TypeAliasType("Type10", Annotated[Literal["message"], Field(title="Type")])
 
 
 Object = TypeAliasType("Object", Annotated[Literal["model"], Field(title="Object")])
@@ -278,8 +395,8 @@ class ModelList(BaseModel):
     object: Annotated[Literal["list"], Field(title="Object")] = "list"
 
 
-MaxEvalTokens10 = TypeAliasType(
-    "MaxEvalTokens10", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens12 = TypeAliasType(
+    "MaxEvalTokens12", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -311,7 +428,7 @@ class OutcomeRequest(BaseModel):
     """
     What counts as correct (rubric text); shown to the model.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens10 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens12 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -352,6 +469,18 @@ class OutcomeRequest(BaseModel):
     """
     model: the model judges (with the reference in its prompt, if given); rule: the answer is compared with the reference by rule, no engine call (undecided = score null); hybrid: the rule where it decides, else the model. Default: hybrid with a reference, model without.
     """
+
+
+Type11 = TypeAliasType("Type11", Annotated[Literal["output_text"], Field(title="Type")])
+
+
+class OutputText(BaseModel):
+    text: Annotated[str, Field(title="Text")]
+    type: Annotated[Literal["output_text"], Field(title="Type")]
+
+
+class OutputTokensDetails(BaseModel):
+    reasoning_tokens: Annotated[int, Field(title="Reasoning Tokens")] = 0
 
 
 class PerturbationResult(BaseModel):
@@ -403,16 +532,41 @@ class PopMCQCell(BaseModel):
     rho_relative: Annotated[float | None, Field(title="Rho Relative")]
 
 
-MaxEvalTokens12 = TypeAliasType(
-    "MaxEvalTokens12", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens14 = TypeAliasType(
+    "MaxEvalTokens14", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
 """
 
 
-MaxEvalTokens14 = TypeAliasType(
-    "MaxEvalTokens14", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+Type12 = TypeAliasType("Type12", Annotated[Literal["predicate"], Field(title="Type")])
+
+
+class PredicateAnswer(BaseModel):
+    name: Annotated[str | None, Field(title="Name")] = None
+    probability: Annotated[float, Field(title="Probability")]
+    type: Annotated[Literal["predicate"], Field(title="Type")] = "predicate"
+
+
+class PredicateQuestion(BaseModel):
+    """
+    Estimate how likely it is that a statement about the input is true.
+    """
+
+    instructions: Annotated[
+        str | list[Annotated[InputText | InputImage | InputJSON, Field(discriminator="type")]],
+        Field(title="Instructions"),
+    ]
+    name: Annotated[str | None, Field(title="Name")] = None
+    """
+    Echoed in the answer; unique if given.
+    """
+    type: Annotated[Literal["predicate"], Field(title="Type")]
+
+
+MaxEvalTokens16 = TypeAliasType(
+    "MaxEvalTokens16", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -457,7 +611,7 @@ class ProcessRequest(BaseModel):
     """
     Judge steps in order and stop at the first below threshold.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens14 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens16 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -504,6 +658,14 @@ class ProcessRequest(BaseModel):
     """
 
 
+Ttl = TypeAliasType("Ttl", Annotated[Literal["30m"], Field(title="Ttl")])
+
+
+class PromptCacheOptions(BaseModel):
+    mode: Annotated[Literal["implicit", "explicit"] | None, Field(title="Mode")] = None
+    ttl: Annotated[Literal["30m"], Field(title="Ttl")] = "30m"
+
+
 class Readiness(BaseModel):
     detail: Annotated[str | None, Field(title="Detail")] = None
     model: Annotated[str, Field(title="Model")]
@@ -529,6 +691,24 @@ class ReasoningEffect(BaseModel):
     significant: Annotated[bool, Field(title="Significant")]
 
 
+Type14 = TypeAliasType("Type14", Annotated[Literal["refusal"], Field(title="Type")])
+
+
+class RefusalAnswer(BaseModel):
+    """
+    No answer to this question (its prompt does not fit the model, or its labels got less
+    probability than min_label_probability); the other questions are answered.
+    """
+
+    name: Annotated[str | None, Field(title="Name")] = None
+    type: Annotated[Literal["refusal"], Field(title="Type")] = "refusal"
+
+
+class RefusalPart(BaseModel):
+    refusal: Annotated[str, Field(title="Refusal")]
+    type: Annotated[Literal["refusal"], Field(title="Type")]
+
+
 class Regression(BaseModel):
     coefficients: Annotated[dict[str, dict[str, float | None]], Field(title="Coefficients")]
     converged: Annotated[bool | None, Field(title="Converged")] = None
@@ -546,8 +726,8 @@ class RerankMeta(BaseModel):
     billed_units: Annotated[dict[str, int], Field(title="Billed Units")]
 
 
-MaxEvalTokens16 = TypeAliasType(
-    "MaxEvalTokens16", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens18 = TypeAliasType(
+    "MaxEvalTokens18", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -587,7 +767,7 @@ class RerankRequest(BaseModel):
     What counts as correct (rubric text); shown to the model.
     """
     documents: Annotated[list[str | RerankDocument], Field(min_length=1, title="Documents")]
-    max_eval_tokens: Annotated[MaxEvalTokens16 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens18 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -638,8 +818,8 @@ class RerankRequest(BaseModel):
     """
 
 
-ReasoningTokens5 = TypeAliasType(
-    "ReasoningTokens5", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+ReasoningTokens6 = TypeAliasType(
+    "ReasoningTokens6", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
 )
 """
 Default VERIFIER_REWARD__REASONING_TOKENS.
@@ -672,7 +852,7 @@ class RewardRequest(BaseModel):
     """
     Prompt + response, decoded.
     """
-    reasoning_tokens: Annotated[ReasoningTokens5 | None, Field(title="Reasoning Tokens")] = None
+    reasoning_tokens: Annotated[ReasoningTokens6 | None, Field(title="Reasoning Tokens")] = None
     """
     Default VERIFIER_REWARD__REASONING_TOKENS.
     """
@@ -728,8 +908,42 @@ class SampleJudgment(BaseModel):
     score: Annotated[float, Field(title="Score")]
 
 
-MaxEvalTokens18 = TypeAliasType(
-    "MaxEvalTokens18", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+Type16 = TypeAliasType("Type16", Annotated[Literal["score"], Field(title="Type")])
+
+
+class ScoreLevel(BaseModel):
+    description: Annotated[str | None, Field(title="Description")] = None
+    label: Annotated[str, Field(title="Label")]
+
+
+class ScoreProbability(BaseModel):
+    label: Annotated[str, Field(title="Label")]
+    probability: Annotated[float, Field(title="Probability")]
+    value: Annotated[int, Field(title="Value")]
+    """
+    The level's index: 0 for the first level.
+    """
+
+
+class ScoreQuestion(BaseModel):
+    """
+    Rate the input against ordered levels; level i is read as the digit i.
+    """
+
+    instructions: Annotated[
+        str | list[Annotated[InputText | InputImage | InputJSON, Field(discriminator="type")]],
+        Field(title="Instructions"),
+    ]
+    levels: Annotated[list[ScoreLevel], Field(title="Levels")]
+    name: Annotated[str | None, Field(title="Name")] = None
+    """
+    Echoed in the answer; unique if given.
+    """
+    type: Annotated[Literal["score"], Field(title="Type")]
+
+
+MaxEvalTokens20 = TypeAliasType(
+    "MaxEvalTokens20", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -768,7 +982,7 @@ class ScoreRequest(BaseModel):
     """
     What counts as correct (rubric text); shown to the model.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens18 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens20 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -842,8 +1056,8 @@ class SplitInfo(BaseModel):
     method_used: Annotated[Literal["heuristic", "model", "given"], Field(title="Method Used")]
 
 
-MaxEvalTokens20 = TypeAliasType(
-    "MaxEvalTokens20", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens22 = TypeAliasType(
+    "MaxEvalTokens22", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -859,7 +1073,7 @@ class SplitRequest(BaseModel):
     """
     refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens20 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens22 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1019,6 +1233,83 @@ class CalibrationResponse(BaseModel):
     usage: Usage
 
 
+class ChoiceAnswer(BaseModel):
+    choice: Annotated[str | bool, Field(title="Choice")]
+    confidence: Annotated[float, Field(title="Confidence")]
+    """
+    The probability of the chosen value.
+    """
+    name: Annotated[str | None, Field(title="Name")] = None
+    probabilities: Annotated[list[ChoiceProbability], Field(title="Probabilities")]
+    """
+    One per choice, in their order.
+    """
+    type: Annotated[Literal["choice"], Field(title="Type")] = "choice"
+
+
+class ChoiceQuestion(BaseModel):
+    """
+    Choose from the supplied options; read as the letters A, B, ... in the given order.
+    """
+
+    choices: Annotated[list[ChoiceOption], Field(title="Choices")]
+    instructions: Annotated[
+        str | list[Annotated[InputText | InputImage | InputJSON, Field(discriminator="type")]],
+        Field(title="Instructions"),
+    ]
+    name: Annotated[str | None, Field(title="Name")] = None
+    """
+    Echoed in the answer; unique if given.
+    """
+    type: Annotated[Literal["choice"], Field(title="Type")]
+
+
+class CustomToolCallOutput(BaseModel):
+    call_id: Annotated[str, Field(title="Call Id")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    output: Annotated[
+        str | list[Annotated[InputText | InputImage, Field(discriminator="type")]],
+        Field(title="Output"),
+    ]
+    status: Annotated[
+        Literal["in_progress", "completed", "incomplete"] | None, Field(title="Status")
+    ] = None
+    type: Annotated[Literal["custom_tool_call_output"], Field(title="Type")]
+
+
+class DecisionUsage(BaseModel):
+    """
+    OpenAI's usage fields, then this service's (every route reports the latter).
+    """
+
+    cached_judgments: Annotated[int, Field(title="Cached Judgments")] = 0
+    """
+    Judgments answered from the judgment cache (no tokens spent).
+    """
+    cached_tokens: Annotated[int, Field(title="Cached Tokens")] = 0
+    engine_calls: Annotated[int, Field(title="Engine Calls")] = 0
+    generated_tokens: Annotated[int, Field(title="Generated Tokens")] = 0
+    input_tokens: Annotated[int, Field(title="Input Tokens")] = 0
+    input_tokens_details: InputTokensDetails | None = None
+    output_tokens: Annotated[int, Field(title="Output Tokens")] = 0
+    output_tokens_details: OutputTokensDetails | None = None
+    prompt_tokens: Annotated[int, Field(title="Prompt Tokens")] = 0
+    total_tokens: Annotated[int, Field(title="Total Tokens")] = 0
+
+
+class FunctionCallOutput(BaseModel):
+    call_id: Annotated[str, Field(title="Call Id")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    output: Annotated[
+        str | list[Annotated[InputText | InputImage, Field(discriminator="type")]],
+        Field(title="Output"),
+    ]
+    status: Annotated[
+        Literal["in_progress", "completed", "incomplete"] | None, Field(title="Status")
+    ] = None
+    type: Annotated[Literal["function_call_output"], Field(title="Type")]
+
+
 class HTTPValidationError(BaseModel):
     detail: Annotated[list[ValidationError] | None, Field(title="Detail")] = None
 
@@ -1064,7 +1355,7 @@ class MCQBatchRequest(BaseModel):
     popdebias: remove a popularity prior (needs popularity and a calibration or popdebias_lambda); pride: remove an option-letter prior (needs a calibration); contextual: divide by the letter probabilities on content-free inputs.
     """
     items: Annotated[list[MCQItem], Field(min_length=1, title="Items")]
-    max_eval_tokens: Annotated[MaxEvalTokens8 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens10 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1083,6 +1374,26 @@ class MCQBatchResponse(BaseModel):
     model: Annotated[str, Field(title="Model")]
     results: Annotated[list[MCQAnswer], Field(title="Results")]
     usage: Usage
+
+
+class Message(BaseModel):
+    """
+    A user, developer, system or assistant message (one model: the role decides its parts).
+    """
+
+    content: Annotated[
+        str
+        | list[
+            Annotated[
+                InputText | InputImage | InputJSON | OutputText | RefusalPart,
+                Field(discriminator="type"),
+            ]
+        ],
+        Field(title="Content"),
+    ]
+    phase: Annotated[Literal["commentary", "final_answer"] | None, Field(title="Phase")] = None
+    role: Annotated[Literal["user", "developer", "system", "assistant"], Field(title="Role")]
+    type: Annotated[Literal["message"], Field(title="Type")] = "message"
 
 
 class OutcomeResponse(BaseModel):
@@ -1141,7 +1452,7 @@ class PopMCQRequest(BaseModel):
     """
     How popdebias fits lambda on the calibration split (docs/methods.md B.5). question_free (label-free): S1-S5 items with their question hidden, so knowing the answer cannot bend the fit; items (label-free): the S1 items as asked, whose distractors are drawn independently of popularity; grid: the lambda in [0, 10] with the best accuracy on the calibration items (uses their labels). A fitted lambda below 0 is applied as 0 and reported (lambda_raw, clipped).
     """
-    max_eval_tokens: Annotated[MaxEvalTokens12 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens14 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1242,6 +1553,20 @@ class RewardResponse(BaseModel):
     usage: Usage | None = None
 
 
+class ScoreAnswer(BaseModel):
+    confidence: Annotated[float, Field(title="Confidence")]
+    """
+    The probability of the most likely level.
+    """
+    name: Annotated[str | None, Field(title="Name")] = None
+    probabilities: Annotated[list[ScoreProbability], Field(title="Probabilities")]
+    score: Annotated[float, Field(title="Score")]
+    """
+    The expected level index, sum of value * probability.
+    """
+    type: Annotated[Literal["score"], Field(title="Type")] = "score"
+
+
 class ScoreResponse(BaseModel):
     alpha: Annotated[float, Field(title="Alpha")]
     budget: BudgetInfo | None = None
@@ -1270,6 +1595,78 @@ class AuditResponse(BaseModel):
     summary: AuditSummary
     tokens_by_condition: Annotated[dict[str, int], Field(title="Tokens By Condition")]
     usage: Usage
+
+
+class DecisionRequest(BaseModel):
+    """
+    POST /v1/decisions (the SDK's ``DecisionCreateParams``, then this service's options).
+    """
+
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    input: Annotated[
+        str
+        | list[Message | FunctionCall | FunctionCallOutput | CustomToolCall | CustomToolCallOutput],
+        Field(title="Input"),
+    ]
+    """
+    A text, or an ordered list of messages, function calls and their outputs, custom tool calls and their outputs (an agent's trajectory).
+    """
+    max_eval_tokens: Annotated[MaxEvalTokens6 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    min_label_probability: Annotated[
+        float, Field(ge=0.0, le=1.0, title="Min Label Probability")
+    ] = 0.0
+    """
+    Extension: a question whose labels get less total probability than this at the answer slot (the model wanted to say something else) is answered with a refusal. 0: never.
+    """
+    model: Annotated[str, Field(title="Model")]
+    """
+    Accepted as sent; the served model answers.
+    """
+    prompt_cache_key: Annotated[str | None, Field(title="Prompt Cache Key")] = None
+    """
+    Accepted; vLLM's prefix cache matches by content.
+    """
+    prompt_cache_options: PromptCacheOptions | None = None
+    questions: Annotated[
+        list[
+            Annotated[
+                PredicateQuestion | ChoiceQuestion | ScoreQuestion,
+                Field(discriminator="type"),
+            ]
+        ],
+        Field(title="Questions"),
+    ]
+    """
+    1-64 predicate, choice or score questions; answers come back in the same order.
+    """
+    safety_identifier: Annotated[str | None, Field(title="Safety Identifier")] = None
+    """
+    Accepted, not used.
+    """
+
+
+class DecisionResponse(BaseModel):
+    answers: Annotated[
+        list[
+            Annotated[
+                PredicateAnswer | ChoiceAnswer | ScoreAnswer | RefusalAnswer,
+                Field(discriminator="type"),
+            ]
+        ],
+        Field(title="Answers"),
+    ]
+    """
+    In question order.
+    """
+    budget: BudgetInfo | None = None
+    model: Annotated[str, Field(title="Model")]
+    usage: DecisionUsage
 
 
 class RerankResponse(BaseModel):
