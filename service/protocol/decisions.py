@@ -22,6 +22,7 @@ from service.protocol.base import BudgetOptions, Metered, ServiceModel, Usage
 MAX_QUESTIONS = 64
 MIN_CHOICES, MAX_CHOICES = 2, 26
 MIN_LEVELS, MAX_LEVELS = 2, 10
+DecisionDebias = Literal["none", "pride", "contextual"]
 
 ImageDetail = Literal["low", "high", "auto", "original"]
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
@@ -251,12 +252,43 @@ class DecisionRequest(BudgetOptions):
         "at the answer slot (the model wanted to say something else) is answered with a "
         "refusal. 0: never.",
     )
+    permutations: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_CHOICES,
+        description="Extension, choice questions: read each under this many cyclic orders of "
+        "its choices (at most one per choice) and average each value's probability over them "
+        "(docs/methods.md F.3). Each answer's `passes` says how many reads it averages.",
+    )
+    debias: DecisionDebias = Field(
+        default="none",
+        description="Extension, choice questions: remove the letter-label prior from every "
+        "read (docs/methods.md F.4). pride: with a PriDe calibration (calibration_id) fitted "
+        "for the question's number of choices; contextual: divide by the letter probabilities "
+        "of content-free reads in this prompt format (3 more reads per number of choices), or "
+        "by a stored contextual calibration's.",
+    )
+    calibration_id: str | None = Field(
+        default=None, description="A calibration of this tenant (POST /v1/mcq/calibrations)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> DecisionRequest:
         self._check_input()
         self._check_questions()
+        if self.debias == "pride" and self.calibration_id is None:
+            raise ValueError(
+                "debias='pride' needs calibration_id: fit one with POST /v1/mcq/calibrations "
+                "(method 'pride', k = the number of choices)"
+            )
+        if self.debias == "none" and self.calibration_id is not None:
+            raise ValueError("calibration_id is read only with debias 'pride' or 'contextual'")
         return self
+
+    @property
+    def choice_counts(self) -> list[int]:
+        """The number of choices of every choice question, in order."""
+        return [len(q.choices) for q in self.questions if isinstance(q, ChoiceQuestion)]
 
     def _check_input(self) -> None:
         if isinstance(self.input, str):
@@ -375,6 +407,9 @@ class ChoiceAnswer(BaseModel):
     choice: str | bool
     probabilities: list[ChoiceProbability] = Field(description="One per choice, in their order.")
     confidence: float = Field(description="The probability of the chosen value.")
+    passes: int = Field(
+        default=1, description="Extension: the reads averaged (cyclic orders of the choices)."
+    )
 
 
 class ScoreProbability(BaseModel):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from service.scoring import debias
-from service.scoring.prompts import FENCE_TAGS, _template, defuse, token_variants
+from service.scoring.prompts import CONTENT_FREE, FENCE_TAGS, _template, defuse, token_variants
 from service.scoring.tokenizer import Tokenizer, encode, special_tokens
 
 Kind = Literal["predicate", "choice", "score"]
@@ -159,3 +159,28 @@ def best(probs: Sequence[float]) -> int:
 def expected_level(probs: Sequence[float]) -> float:
     """The expected level index ``sum(i * p_i)``."""
     return float(sum(i * p for i, p in enumerate(probs)))
+
+
+# --- extensions: permutations and debiasing of choice reads ------------------------------------
+
+
+def rotated(q: QuestionSpec, shift: int) -> QuestionSpec:
+    """``q`` with its options in cyclic order: position i shows option ``(i + shift) % K``."""
+    k = len(q.options)
+    return QuestionSpec(q.kind, q.instructions, tuple(q.options[(i + shift) % k] for i in range(k)))
+
+
+def by_value(reads: Sequence[tuple[int, Sequence[float]]]) -> list[float]:
+    """Mean probability of each option over reads of rotated orders ``(shift, probs by
+    position)``: option j sat at position ``(j - shift) % K`` in a read."""
+    k = len(reads[0][1])
+    return [sum(p[(j - s) % k] for s, p in reads) / len(reads) for j in range(k)]
+
+
+def content_free(k: int) -> list[tuple[Block, QuestionSpec]]:
+    """Contextual calibration's content-free reads (docs/methods.md B.7) in this format: the
+    input, the instructions and every option replaced by the same empty stand-in."""
+    return [
+        (Block("", text), QuestionSpec("choice", text, ((text, None),) * k))
+        for text in CONTENT_FREE
+    ]

@@ -52,7 +52,8 @@ from service.protocol.mcq import (
 )
 from service.protocol.reward import RewardRequest
 from service.scoring import splitting
-from service.serving.decisions import input_blocks, question_spec
+from service.scoring.decisions import QuestionSpec, content_free
+from service.serving.decisions import input_blocks, passes, question_spec
 
 __all__ = [
     "OUTCOME_OVERHEAD",
@@ -406,8 +407,17 @@ def _reward_request(req: RewardRequest) -> Estimate:
     )
 
 
+def _decision_prompt(shared: int, spec: QuestionSpec) -> int:
+    prompt = shared + DECISION_QUESTION_OVERHEAD + estimate_text_tokens(spec.instructions)
+    return prompt + sum(
+        DECISION_OPTION_OVERHEAD + estimate_text_tokens(f"{text} {desc or ''}")
+        for text, desc in spec.options
+    )
+
+
 def _decision(req: DecisionRequest) -> Estimate:
-    """One read per question, each prompt the shared input plus that question."""
+    """One read per question and cyclic order, each prompt the shared input plus the question;
+    contextual debiasing without a calibration adds its content-free reads per K."""
     blocks = input_blocks(req.input)
     shared = DECISION_OVERHEAD + sum(
         DECISION_ITEM_OVERHEAD * bool(b.header) + estimate_text_tokens(f"{b.header} {b.text}")
@@ -416,12 +426,13 @@ def _decision(req: DecisionRequest) -> Estimate:
     total = ZERO
     for q in req.questions:
         spec = question_spec(q)
-        prompt = shared + DECISION_QUESTION_OVERHEAD + estimate_text_tokens(spec.instructions)
-        prompt += sum(
-            DECISION_OPTION_OVERHEAD + estimate_text_tokens(f"{text} {desc or ''}")
-            for text, desc in spec.options
-        )
-        total += Estimate.of(prompt, 1, 1)
+        read = Estimate.of(_decision_prompt(shared, spec), 1, 1)
+        total += read.times(passes(spec, req.permutations))
+    if req.debias == "contextual" and req.calibration_id is None:
+        for k in sorted(set(req.choice_counts)):
+            for block, spec in content_free(k):
+                prompt = DECISION_OVERHEAD + estimate_text_tokens(block.text)
+                total += Estimate.of(_decision_prompt(prompt, spec), 1, 1)
     return total
 
 

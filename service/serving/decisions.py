@@ -3,16 +3,18 @@
 Each question's labels (Yes/No, letters, digits) are read with ``option_logprobs``: the
 log-probability of every single-token spelling at the answer slot, exact (never from a top-k).
 The first question is read alone so that it prefills the shared input; the others are read
-together after it and find that prefix in vLLM's prefix cache.
+together after it and find that prefix in vLLM's prefix cache. Extensions: a choice question
+may be read under several cyclic orders of its choices (averaged per value), and its letter
+probabilities debiased (PriDe, contextual calibration) before that.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from service.engine.base import Engine, OptionCall, OptionResult, TokenUsage
-from service.errors import InvalidRequest
+from service.errors import InvalidRequest, UnknownCalibration
 from service.protocol.decisions import (
     Answer,
     ChoiceAnswer,
@@ -36,36 +38,70 @@ from service.protocol.decisions import (
     ScoreProbability,
     ScoreQuestion,
 )
+from service.protocol.mcq import Calibration
+from service.scoring import debias
 from service.scoring import decisions as scoring
+from service.serving.context import current_tenant
+from service.serving.mcq import check_calibration
+from service.stores.calibrations import CalibrationStore
+
+# A choice read's letter probabilities -> debiased (identity without debias).
+Unbias = Callable[[list[float]], list[float]]
 
 
 class DecisionServing:
     """Serves /v1/decisions."""
 
-    def __init__(self, engine: Engine, model_name: str) -> None:
+    def __init__(self, engine: Engine, model_name: str, calibrations: CalibrationStore) -> None:
         self._engine = engine
         self._model = model_name
+        self._calibrations = calibrations
         self._labels: dict[tuple[str, ...], list[list[int]]] = {}
 
     async def decide(self, req: DecisionRequest) -> DecisionResponse:
+        cal = await self._calibration(req)
         specs = [question_spec(q) for q in req.questions]
+        # Every read: (question, shift of its choices, the question as shown in that read).
+        reads = [
+            (i, shift, scoring.rotated(spec, shift))
+            for i, spec in enumerate(specs)
+            for shift in range(passes(spec, req.permutations))
+        ]
         option_ids = [self._label_ids(i, spec) for i, spec in enumerate(specs)]
-        prompts = scoring.decision_prompts(self._engine.tokenizer, input_blocks(req.input), specs)
+        prompts = scoring.decision_prompts(
+            self._engine.tokenizer, input_blocks(req.input), [spec for _, _, spec in reads]
+        )
         limit = self._engine.model_info().max_model_len
-        # A question whose prompt does not fit the model is refused; the others are answered.
+        # A question with a read that does not fit the model is refused; the others are read.
+        too_long = {i for n, (i, _, _) in enumerate(reads) if len(prompts.prompt_ids(n)) >= limit}
         calls = [
-            (i, OptionCall(prompts.prompt_ids(i), option_ids[i]))
-            for i in range(len(specs))
-            if len(prompts.prompt_ids(i)) + 1 <= limit
+            (n, OptionCall(prompts.prompt_ids(n), option_ids[i]))
+            for n, (i, _, _) in enumerate(reads)
+            if i not in too_long
         ]
         usage = TokenUsage()
-        reads = await self._read(calls, usage)
-        answers = [
-            answer(q, reads.get(i), req.min_label_probability) for i, q in enumerate(req.questions)
-        ]
+        got = await self._read(calls, usage)
+        unbias = await self._letter_debias(req, cal, usage)
+        answers = []
+        for i, q in enumerate(req.questions):
+            mine = [(shift, got[n]) for n, (j, shift, _) in enumerate(reads) if j == i and n in got]
+            answers.append(answer(q, mine or None, req.min_label_probability, unbias))
         return DecisionResponse(
             answers=answers, model=self._model, usage=DecisionUsage.of_counts(usage)
         )
+
+    async def _calibration(self, req: DecisionRequest) -> Calibration | None:
+        """The request's calibration, checked against its method, K and this model (422)."""
+        if req.calibration_id is None:
+            return None
+        cal = await self._calibrations.get(current_tenant.get(), req.calibration_id)
+        if cal is None:
+            raise UnknownCalibration(
+                f"no calibration {req.calibration_id!r} for this tenant; list yours with GET "
+                "/v1/mcq/calibrations"
+            )
+        check_calibration(cal, req.debias, req.choice_counts, self._model)
+        return cal
 
     def _label_ids(self, index: int, spec: scoring.QuestionSpec) -> list[list[int]]:
         key = scoring.labels(spec)
@@ -91,7 +127,46 @@ class DecisionServing:
             results += await self._engine.option_logprobs([c for _, c in calls[1:]])
         for r in results:
             usage.add(r.usage)
-        return {i: r.logprobs for (i, _), r in zip(calls, results, strict=True)}
+        return {n: r.logprobs for (n, _), r in zip(calls, results, strict=True)}
+
+    async def _letter_debias(
+        self, req: DecisionRequest, cal: Calibration | None, usage: TokenUsage
+    ) -> Unbias:
+        """How a choice read's letter probabilities are debiased (docs/methods.md F.4)."""
+        if req.debias == "pride":
+            assert cal is not None  # the request model requires a calibration for pride
+            prior = list(cal.params["prior"])
+            return lambda probs: debias.pride(probs, prior)
+        if req.debias == "contextual":
+            p_cf = await self._content_free(req, cal, usage)
+            return lambda probs: debias.contextual(probs, p_cf[len(probs)])
+        return list
+
+    async def _content_free(
+        self, req: DecisionRequest, cal: Calibration | None, usage: TokenUsage
+    ) -> dict[int, list[float]]:
+        """p_cf per number of choices: the stored calibration's, else read in this format."""
+        ks = sorted(set(req.choice_counts))
+        if cal is not None:
+            return {k: list(cal.params["p_cf"]) for k in ks}
+        tokenizer = self._engine.tokenizer
+        calls, owners = [], []
+        for k in ks:
+            for block, spec in scoring.content_free(k):
+                prompt = scoring.decision_prompts(tokenizer, [block], [spec]).prompt_ids(0)
+                calls.append(OptionCall(prompt, scoring.label_ids(tokenizer, spec)))
+                owners.append(k)
+        results = await self._engine.option_logprobs(calls) if calls else []
+        runs: dict[int, list[list[float]]] = {k: [] for k in ks}
+        for k, r in zip(owners, results, strict=True):
+            usage.add(r.usage)
+            runs[k].append(debias.softmax(r.logprobs))
+        return {k: debias.mean_probs(runs[k]) for k in ks}
+
+
+def passes(spec: scoring.QuestionSpec, permutations: int) -> int:
+    """Reads of a question: choice questions one per cyclic order asked for, at most K."""
+    return min(permutations, len(spec.options)) if spec.kind == "choice" else 1
 
 
 def question_spec(q: Question) -> scoring.QuestionSpec:
@@ -147,18 +222,22 @@ def input_blocks(value: str | Sequence[InputItem]) -> list[scoring.Block]:
     return [_item_block(item) for item in value]
 
 
-def answer(q: Question, logprobs: list[float] | None, min_mass: float) -> Answer:
-    """The typed answer from a question's label log-probabilities (None: not read)."""
-    if logprobs is None:
+def answer(
+    q: Question,
+    reads: list[tuple[int, list[float]]] | None,
+    min_mass: float,
+    unbias: Unbias = list,
+) -> Answer:
+    """The typed answer from a question's label log-probabilities, one list per read with the
+    shift of its choices (None: not read)."""
+    if reads is None:
         return RefusalAnswer(name=q.name)
-    got = scoring.read(logprobs)
-    if got.mass < min_mass:
+    got = [(shift, scoring.read(lp)) for shift, lp in reads]
+    if sum(r.mass for _, r in got) / len(got) < min_mass:
         return RefusalAnswer(name=q.name)
-    probs = got.probs
-    top = scoring.best(probs)
-    if isinstance(q, PredicateQuestion):
-        return PredicateAnswer(name=q.name, probability=probs[0])
     if isinstance(q, ChoiceQuestion):
+        probs = scoring.by_value([(shift, unbias(r.probs)) for shift, r in got])
+        top = scoring.best(probs)
         return ChoiceAnswer(
             name=q.name,
             choice=q.choices[top].value,
@@ -167,8 +246,14 @@ def answer(q: Question, logprobs: list[float] | None, min_mass: float) -> Answer
                 for c, p in zip(q.choices, probs, strict=True)
             ],
             confidence=probs[top],
+            passes=len(got),
         )
+    [(_, only)] = got
+    probs = only.probs
+    if isinstance(q, PredicateQuestion):
+        return PredicateAnswer(name=q.name, probability=probs[0])
     assert isinstance(q, ScoreQuestion)
+    top = scoring.best(probs)
     return ScoreAnswer(
         name=q.name,
         score=scoring.expected_level(probs),

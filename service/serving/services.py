@@ -60,7 +60,8 @@ class Services:
         split = SplitServing(engine)
         process = ProcessServing(engine, split, model_name)
         score = ScoreServing(outcome, process, model_name)
-        mcq = MCQServing(engine, model_name, calibrations or MemoryCalibrations())
+        mcq_calibrations = calibrations or MemoryCalibrations()
+        mcq = MCQServing(engine, model_name, mcq_calibrations)
         rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings())
         return cls(
             engine=engine,
@@ -73,7 +74,7 @@ class Services:
             mcq=mcq,
             reward=rewards,
             rules=verifier,
-            decisions=DecisionServing(engine, model_name),
+            decisions=DecisionServing(engine, model_name, mcq_calibrations),
             judgments=judgments,
         )
 

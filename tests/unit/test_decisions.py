@@ -19,6 +19,7 @@ from service.api.deps import AppState
 from service.app import create_app
 from service.config import Settings
 from service.engine import base
+from service.errors import CalibrationMismatch, UnknownCalibration
 from service.protocol.decisions import MAX_CHOICES, MAX_QUESTIONS, DecisionRequest
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
@@ -29,6 +30,7 @@ from service.serving.budget import estimate
 from service.serving.decisions import DecisionServing, input_blocks, question_spec
 from service.serving.handler import JobRunner
 from service.serving.services import Services
+from service.stores.calibrations import MemoryCalibrations
 from tests.support.fakes import FakeEngine
 
 IMAGE = {"type": "input_image", "image_url": "https://example.com/a.png"}
@@ -241,7 +243,7 @@ class SmallEngine(FakeEngine):
 async def test_answers_come_from_the_exact_label_reads(tokenizer: Any) -> None:
     engine = SmallEngine(tokenizer)
     req = request(input=TRAJECTORY, questions=[PREDICATE, CHOICE, SCORE])
-    resp = await DecisionServing(engine, "fake-model").decide(req)
+    resp = await DecisionServing(engine, "fake-model", MemoryCalibrations()).decide(req)
     # one read per question, the first alone (it prefills the shared input)
     assert engine.batches == [1, 2]
     prompts = scoring.decision_prompts(tokenizer, input_blocks(req.input), specs(req))
@@ -284,17 +286,17 @@ async def test_refusals_per_question(tokenizer: Any) -> None:
     long_question = {**PREDICATE, "name": "long", "instructions": "word " * 400}
     req = request(questions=[PREDICATE, long_question, CHOICE])
     engine = SmallEngine(tokenizer, max_model_len=200)
-    resp = await DecisionServing(engine, "fake-model").decide(req)
+    resp = await DecisionServing(engine, "fake-model", MemoryCalibrations()).decide(req)
     assert [a.type for a in resp.answers] == ["predicate", "refusal", "choice"]
     assert resp.answers[1].name == "long"
     assert resp.usage.engine_calls == 2  # the refused question was never read
     # labels holding less probability than min_label_probability: a refusal, not a guess
     # (the fake's two predicate labels hold e^-1 + e^-2 = 0.50 of the next token)
-    few = await DecisionServing(SmallEngine(tokenizer), "m").decide(
+    few = await DecisionServing(SmallEngine(tokenizer), "m", MemoryCalibrations()).decide(
         request(min_label_probability=0.51)
     )
     assert [a.type for a in few.answers] == ["refusal"]
-    some = await DecisionServing(SmallEngine(tokenizer), "m").decide(
+    some = await DecisionServing(SmallEngine(tokenizer), "m", MemoryCalibrations()).decide(
         request(min_label_probability=0.49)
     )
     assert [a.type for a in some.answers] == ["predicate"]
@@ -362,3 +364,94 @@ async def test_http_answers_and_refuses_before_queueing(app: FastAPI) -> None:
         if s.name == "verifier_engine_calls_total"
     ]
     assert calls == [3.0]
+
+
+# --- extensions: permutations and debiasing --------------------------------------------------
+
+FOUR = {**CHOICE, "name": "four", "choices": [{"value": v} for v in ("w", "x", "y", "z")]}
+
+
+def probs_of(resp: Any, i: int = 0) -> list[float]:
+    return [p.probability for p in resp.answers[i].probabilities]
+
+
+async def test_permutations_average_each_value_over_cyclic_orders(tokenizer: Any) -> None:
+    # The fake prefers letter A whatever it shows: a pure position bias.
+    engine = SmallEngine(tokenizer)
+    resp = await DecisionServing(engine, "m", MemoryCalibrations()).decide(
+        request(questions=[FOUR, PREDICATE], permutations=4)
+    )
+    assert probs_of(resp) == pytest.approx([0.25] * 4)  # every value sat at A once
+    assert resp.answers[0].passes == 4  # type: ignore[union-attr]
+    assert resp.usage.engine_calls == 5  # four orders of the choice, one predicate read
+    shown = [tokenizer.decode(c.prompt_ids) for c in engine.calls[:4]]
+    assert [s.split("\nA. ")[1][0] for s in shown] == ["w", "x", "y", "z"]
+    two = await DecisionServing(SmallEngine(tokenizer), "m", MemoryCalibrations()).decide(
+        request(questions=[FOUR], permutations=2)
+    )
+    letters = [math.exp(-1 - i) for i in range(4)]
+    letters = [v / sum(letters) for v in letters]
+    # value j sat at position j (shift 0) and j - 1 (shift 1)
+    expect = [(letters[j] + letters[(j - 1) % 4]) / 2 for j in range(4)]
+    assert probs_of(two) == pytest.approx(expect)
+    assert two.answers[0].passes == 2  # type: ignore[union-attr]
+    # at most one pass per choice
+    capped = request(questions=[CHOICE], permutations=9)
+    resp = await DecisionServing(SmallEngine(tokenizer), "m", MemoryCalibrations()).decide(capped)
+    assert resp.answers[0].passes == 3  # type: ignore[union-attr]
+    assert estimate("decision", capped).calls == resp.usage.engine_calls == 3
+
+
+async def test_contextual_debias_reads_content_free_prompts_in_this_format(tokenizer: Any) -> None:
+    engine = SmallEngine(tokenizer)
+    req = request(questions=[FOUR, CHOICE], debias="contextual")
+    resp = await DecisionServing(engine, "m", MemoryCalibrations()).decide(req)
+    # the fake's reads do not depend on content: dividing by p_cf leaves nothing
+    assert probs_of(resp, 0) == pytest.approx([0.25] * 4)
+    assert probs_of(resp, 1) == pytest.approx([1 / 3] * 3)
+    # two reads, then three content-free reads for each of K = 3 and K = 4
+    assert resp.usage.engine_calls == 2 + 6
+    free = [tokenizer.decode(c.prompt_ids) for c in engine.calls[2:]]
+    assert all("<input>\nN/A\n</input>" in t or "[MASK]" in t or "<input>\n\n" in t for t in free)
+    assert estimate("decision", req).calls == 8
+
+
+async def test_pride_debias_with_a_stored_calibration(tokenizer: Any) -> None:
+    from service.protocol.mcq import Calibration, CalibrationCost
+    from service.scoring import debias
+    from service.serving.context import current_tenant
+
+    store = MemoryCalibrations()
+    prior = [0.5, 0.2, 0.2, 0.1]
+    cal = Calibration(
+        id="cal_p",
+        method="pride",
+        model="m",
+        k=4,
+        params={"prior": prior},
+        items=1,
+        cost=CalibrationCost(forward_passes=4, tokens=1),
+        created_at=0.0,
+    )
+    await store.put("t1", cal)
+    current_tenant.set("t1")
+    serving = DecisionServing(SmallEngine(tokenizer), "m", store)
+    resp = await serving.decide(request(questions=[FOUR], debias="pride", calibration_id="cal_p"))
+    letters = debias.softmax([-1.0 - i for i in range(4)])
+    assert probs_of(resp) == pytest.approx(debias.pride(letters, prior))
+    with pytest.raises(CalibrationMismatch, match="fitted for 4 options"):
+        await serving.decide(request(questions=[CHOICE], debias="pride", calibration_id="cal_p"))
+    with pytest.raises(UnknownCalibration):
+        await serving.decide(request(questions=[FOUR], debias="pride", calibration_id="nope"))
+    with pytest.raises(ValidationError, match="debias='pride' needs calibration_id"):
+        request(questions=[FOUR], debias="pride")
+
+
+async def test_http_refuses_a_wrong_calibration_before_queueing(app: FastAPI) -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
+        r = await http.post(
+            "/v1/decisions", json=body(questions=[CHOICE], debias="pride", calibration_id="none")
+        )
+        assert r.status_code == 422
+        assert r.json()["error"]["type"] == "unknown_calibration"

@@ -1240,6 +1240,10 @@ class ChoiceAnswer(BaseModel):
     The probability of the chosen value.
     """
     name: Annotated[str | None, Field(title="Name")] = None
+    passes: Annotated[int, Field(title="Passes")] = 1
+    """
+    Extension: the reads averaged (cyclic orders of the choices).
+    """
     probabilities: Annotated[list[ChoiceProbability], Field(title="Probabilities")]
     """
     One per choice, in their order.
@@ -1606,6 +1610,14 @@ class DecisionRequest(BaseModel):
     """
     refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
     """
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    A calibration of this tenant (POST /v1/mcq/calibrations).
+    """
+    debias: Annotated[Literal["none", "pride", "contextual"], Field(title="Debias")] = "none"
+    """
+    Extension, choice questions: remove the letter-label prior from every read (docs/methods.md F.4). pride: with a PriDe calibration (calibration_id) fitted for the question's number of choices; contextual: divide by the letter probabilities of content-free reads in this prompt format (3 more reads per number of choices), or by a stored contextual calibration's.
+    """
     input: Annotated[
         str
         | list[Message | FunctionCall | FunctionCallOutput | CustomToolCall | CustomToolCallOutput],
@@ -1627,6 +1639,10 @@ class DecisionRequest(BaseModel):
     model: Annotated[str, Field(title="Model")]
     """
     Accepted as sent; the served model answers.
+    """
+    permutations: Annotated[int, Field(ge=1, le=26, title="Permutations")] = 1
+    """
+    Extension, choice questions: read each under this many cyclic orders of its choices (at most one per choice) and average each value's probability over them (docs/methods.md F.3). Each answer's `passes` says how many reads it averages.
     """
     prompt_cache_key: Annotated[str | None, Field(title="Prompt Cache Key")] = None
     """
