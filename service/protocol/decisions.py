@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
-from service.protocol.base import BudgetOptions, Metered, ServiceModel, Usage
+from service.protocol.base import BudgetOptions, JudgeMode, Metered, ServiceModel, Usage
 
 # OpenAI allows 400 questions and 255 choices. Here every question is one engine request
 # sharing the input's prefix: 64 keeps one decision from filling the engine's batch and the
@@ -271,6 +271,27 @@ class DecisionRequest(BudgetOptions):
     calibration_id: str | None = Field(
         default=None, description="A calibration of this tenant (POST /v1/mcq/calibrations)."
     )
+    mode: JudgeMode = Field(
+        default="direct",
+        description="Extension. direct: read each question's labels at once; reasoning: the "
+        "model first thinks within reasoning_tokens, then its labels are read after "
+        "'Answer:' (docs/methods.md F.5).",
+    )
+    reasoning_tokens: int = Field(
+        default=256, ge=1, description="Extension: the thinking budget per read (reasoning)."
+    )
+    samples: int = Field(
+        default=1,
+        ge=1,
+        description="Extension: sampled thoughts per read (reasoning); probabilities averaged.",
+    )
+    temperature: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=2.0,
+        description="Thinking temperature; default 0 for one sample, 0.7 for several.",
+    )
+    seed: int | None = Field(default=None, description="Base seed; sample i uses seed + i.")
 
     @model_validator(mode="after")
     def _check(self) -> DecisionRequest:
@@ -283,7 +304,17 @@ class DecisionRequest(BudgetOptions):
             )
         if self.debias == "none" and self.calibration_id is not None:
             raise ValueError("calibration_id is read only with debias 'pride' or 'contextual'")
+        if self.samples > 1 and self.mode != "reasoning":
+            raise ValueError(
+                "samples > 1 needs mode='reasoning': a direct read is exact, so repeating it "
+                "adds nothing"
+            )
         return self
+
+    def resolved_temperature(self) -> float:
+        if self.temperature is not None:
+            return self.temperature
+        return 0.0 if self.samples == 1 else 0.7
 
     @property
     def choice_counts(self) -> list[int]:
@@ -408,7 +439,8 @@ class ChoiceAnswer(BaseModel):
     probabilities: list[ChoiceProbability] = Field(description="One per choice, in their order.")
     confidence: float = Field(description="The probability of the chosen value.")
     passes: int = Field(
-        default=1, description="Extension: the reads averaged (cyclic orders of the choices)."
+        default=1,
+        description="Extension: the reads averaged (cyclic orders of the choices x samples).",
     )
 
 

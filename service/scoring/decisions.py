@@ -82,21 +82,32 @@ def _option_line(label: str, text: str, description: str | None, special: Sequen
     return line
 
 
-def question_block(q: QuestionSpec, special: Sequence[str]) -> str:
+THINK = "First think it through briefly, step by step. Then end with one line: "
+TASKS = {
+    "predicate": ("Answer with Yes or No.", "'Answer: Yes' or 'Answer: No'."),
+    "choice": (
+        "Answer with the letter of the option that fits best.",
+        "'Answer: ' and the letter of the option that fits best.",
+    ),
+    "score": (
+        "Answer with the number of the level that fits best.",
+        "'Answer: ' and the number of the level that fits best.",
+    ),
+}
+
+
+def question_block(q: QuestionSpec, special: Sequence[str], reasoning: bool = False) -> str:
     instructions = defuse(q.instructions, TAGS, special)
+    direct, think = TASKS[q.kind]
+    task = THINK + think if reasoning else direct
     if q.kind == "predicate":
-        return (
-            f"Statement: {instructions}\nIs the statement true of the input? Answer with Yes or No."
-        )
+        return f"Statement: {instructions}\nIs the statement true of the input? {task}"
     lines = [
         _option_line(label, text, desc, special)
         for label, (text, desc) in zip(labels(q), q.options, strict=True)
     ]
-    if q.kind == "choice":
-        head, tail = "Options:", "Answer with the letter of the option that fits best."
-    else:
-        head, tail = "Levels:", "Answer with the number of the level that fits best."
-    return "\n".join([f"Question: {instructions}", head, *lines, tail])
+    head = "Options:" if q.kind == "choice" else "Levels:"
+    return "\n".join([f"Question: {instructions}", head, *lines, task])
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +122,13 @@ class DecisionPrompts:
 
 
 def decision_prompts(
-    tokenizer: Tokenizer, blocks: Sequence[Block], questions: Sequence[QuestionSpec]
+    tokenizer: Tokenizer,
+    blocks: Sequence[Block],
+    questions: Sequence[QuestionSpec],
+    reasoning: bool = False,
 ) -> DecisionPrompts:
-    """``system / <input>...</input> / question / Answer:`` in the model's chat template."""
+    """``system / <input>...</input> / question / Answer:`` in the model's chat template; with
+    ``reasoning`` the prompt ends where the assistant turn starts (the model thinks first)."""
     special = special_tokens(tokenizer)
     fenced = f"<input>\n{transcript(blocks, special)}\n{SEAM}\n"
     prefix_text: str | None = None
@@ -121,9 +136,10 @@ def decision_prompts(
     for q in questions:
         messages = [
             {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": fenced + question_block(q, special)},
+            {"role": "user", "content": fenced + question_block(q, special, reasoning)},
         ]
-        text = _template(tokenizer, messages, generation_prompt=True) + ANSWER_PREFIX
+        text = _template(tokenizer, messages, generation_prompt=True)
+        text += "" if reasoning else ANSWER_PREFIX
         # The input is defused, so its own text cannot hold the seam: the first one is ours.
         cut = text.index(SEAM) + len(SEAM)
         if prefix_text is None:
@@ -131,6 +147,12 @@ def decision_prompts(
         tails.append(encode(tokenizer, text[cut:]))
     assert prefix_text is not None  # at least one question (the request model checks)
     return DecisionPrompts(prefix_ids=encode(tokenizer, prefix_text), question_ids=tails)
+
+
+def after_thought_ids(tokenizer: Tokenizer, thought: str) -> list[int]:
+    """What follows the prompt to read the labels after a thought: the thought, then a fresh
+    ``Answer:`` line (generation stopped at the model's own)."""
+    return [*encode(tokenizer, thought.rstrip()), *encode(tokenizer, "\n" + ANSWER_PREFIX)]
 
 
 # --- answers from label log-probabilities ------------------------------------------------------

@@ -53,7 +53,7 @@ from service.protocol.mcq import (
 from service.protocol.reward import RewardRequest
 from service.scoring import splitting
 from service.scoring.decisions import QuestionSpec, content_free
-from service.serving.decisions import input_blocks, passes, question_spec
+from service.serving.decisions import THOUGHT_TAIL, input_blocks, passes, question_spec
 
 __all__ = [
     "OUTCOME_OVERHEAD",
@@ -416,8 +416,9 @@ def _decision_prompt(shared: int, spec: QuestionSpec) -> int:
 
 
 def _decision(req: DecisionRequest) -> Estimate:
-    """One read per question and cyclic order, each prompt the shared input plus the question;
-    contextual debiasing without a calibration adds its content-free reads per K."""
+    """One read per question and cyclic order, each prompt the shared input plus the question
+    (reasoning: per sample a thought, then the read); contextual debiasing without a
+    calibration adds its content-free reads per K."""
     blocks = input_blocks(req.input)
     shared = DECISION_OVERHEAD + sum(
         DECISION_ITEM_OVERHEAD * bool(b.header) + estimate_text_tokens(f"{b.header} {b.text}")
@@ -426,7 +427,11 @@ def _decision(req: DecisionRequest) -> Estimate:
     total = ZERO
     for q in req.questions:
         spec = question_spec(q)
-        read = Estimate.of(_decision_prompt(shared, spec), 1, 1)
+        prompt = _decision_prompt(shared, spec)
+        read = Estimate.of(prompt, 1, 1)
+        if req.mode == "reasoning":  # a thought, then the read re-reads prompt + thought
+            r = req.reasoning_tokens
+            read = Estimate.of(prompt + prompt + r + THOUGHT_TAIL, r + 1, 2).times(req.samples)
         total += read.times(passes(spec, req.permutations))
     if req.debias == "contextual" and req.calibration_id is None:
         for k in sorted(set(req.choice_counts)):

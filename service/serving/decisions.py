@@ -5,15 +5,17 @@ log-probability of every single-token spelling at the answer slot, exact (never 
 The first question is read alone so that it prefills the shared input; the others are read
 together after it and find that prefix in vLLM's prefix cache. Extensions: a choice question
 may be read under several cyclic orders of its choices (averaged per value), and its letter
-probabilities debiased (PriDe, contextual calibration) before that.
+probabilities debiased (PriDe, contextual calibration) before that; in reasoning mode every
+read follows a thought generated within ``reasoning_tokens`` (sampled ``samples`` times).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from service.engine.base import Engine, OptionCall, OptionResult, TokenUsage
+from service.engine.base import Engine, GenerateCall, OptionCall, OptionResult, TokenUsage
 from service.errors import InvalidRequest, UnknownCalibration
 from service.protocol.decisions import (
     Answer,
@@ -47,6 +49,8 @@ from service.stores.calibrations import CalibrationStore
 
 # A choice read's letter probabilities -> debiased (identity without debias).
 Unbias = Callable[[list[float]], list[float]]
+# After a thought: "\nAnswer:" (at most 3 tokens in the tokenizers we serve) and the label.
+THOUGHT_TAIL = 8
 
 
 class DecisionServing:
@@ -61,34 +65,73 @@ class DecisionServing:
     async def decide(self, req: DecisionRequest) -> DecisionResponse:
         cal = await self._calibration(req)
         specs = [question_spec(q) for q in req.questions]
-        # Every read: (question, shift of its choices, the question as shown in that read).
-        reads = [
-            (i, shift, scoring.rotated(spec, shift))
-            for i, spec in enumerate(specs)
-            for shift in range(passes(spec, req.permutations))
-        ]
+        reads = plan_reads(specs, req)
         option_ids = [self._label_ids(i, spec) for i, spec in enumerate(specs)]
+        reasoning = req.mode == "reasoning"
         prompts = scoring.decision_prompts(
-            self._engine.tokenizer, input_blocks(req.input), [spec for _, _, spec in reads]
+            self._engine.tokenizer,
+            input_blocks(req.input),
+            [r.spec for r in reads],
+            reasoning=reasoning,
         )
-        limit = self._engine.model_info().max_model_len
         # A question with a read that does not fit the model is refused; the others are read.
-        too_long = {i for n, (i, _, _) in enumerate(reads) if len(prompts.prompt_ids(n)) >= limit}
-        calls = [
-            (n, OptionCall(prompts.prompt_ids(n), option_ids[i]))
-            for n, (i, _, _) in enumerate(reads)
-            if i not in too_long
-        ]
+        # A thought may take its whole budget, then "\nAnswer:" and the label follow.
+        room = self._engine.model_info().max_model_len - (
+            req.reasoning_tokens + THOUGHT_TAIL if reasoning else 1
+        )
+        too_long = {r.question for n, r in enumerate(reads) if len(prompts.prompt_ids(n)) > room}
+        live = [n for n, r in enumerate(reads) if r.question not in too_long]
         usage = TokenUsage()
+        ids = {n: prompts.prompt_ids(n) for n in live}
+        thought_tokens = 0
+        if reasoning:
+            ids, thought_tokens = await self._think(ids, reads, req, usage)
+        calls = [(n, OptionCall(ids[n], option_ids[reads[n].question])) for n in live]
         got = await self._read(calls, usage)
         unbias = await self._letter_debias(req, cal, usage)
         answers = []
         for i, q in enumerate(req.questions):
-            mine = [(shift, got[n]) for n, (j, shift, _) in enumerate(reads) if j == i and n in got]
+            mine = [(r.shift, got[n]) for n, r in enumerate(reads) if r.question == i and n in got]
             answers.append(answer(q, mine or None, req.min_label_probability, unbias))
         return DecisionResponse(
-            answers=answers, model=self._model, usage=DecisionUsage.of_counts(usage)
+            answers=answers,
+            model=self._model,
+            usage=DecisionUsage.of_counts(usage, reasoning_tokens=thought_tokens),
         )
+
+    async def _think(
+        self,
+        prompt_ids: dict[int, list[int]],
+        reads: Sequence[Read],
+        req: DecisionRequest,
+        usage: TokenUsage,
+    ) -> tuple[dict[int, list[int]], int]:
+        """Per read, its prompt + thought + ``Answer:``, and the thought tokens generated."""
+        order = list(prompt_ids)
+        temperature = req.resolved_temperature()
+        calls = [
+            GenerateCall(
+                prompt_ids=prompt_ids[n],
+                max_tokens=req.reasoning_tokens,
+                temperature=temperature,
+                seed=None if req.seed is None else req.seed + reads[n].sample,
+                stop=(scoring.ANSWER_PREFIX,),
+            )
+            for n in order
+        ]
+        if not calls:
+            return {}, 0
+        # As with the reads: the first prefills the shared input, the rest find it cached.
+        results = await self._engine.generate(calls[:1])
+        if len(calls) > 1:
+            results += await self._engine.generate(calls[1:])
+        out, thought = {}, 0
+        tokenizer = self._engine.tokenizer
+        for n, r in zip(order, results, strict=True):
+            usage.add(r.usage)
+            thought += r.usage.generated_tokens
+            out[n] = [*prompt_ids[n], *scoring.after_thought_ids(tokenizer, r.text)]
+        return out, thought
 
     async def _calibration(self, req: DecisionRequest) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
@@ -165,8 +208,30 @@ class DecisionServing:
 
 
 def passes(spec: scoring.QuestionSpec, permutations: int) -> int:
-    """Reads of a question: choice questions one per cyclic order asked for, at most K."""
+    """Orders a question is read in: choice questions one per cyclic order asked for, at most
+    K; the others one."""
     return min(permutations, len(spec.options)) if spec.kind == "choice" else 1
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One label read: its question, the shift of its choices, its sample, as shown."""
+
+    question: int
+    shift: int
+    sample: int
+    spec: scoring.QuestionSpec
+
+
+def plan_reads(specs: Sequence[scoring.QuestionSpec], req: DecisionRequest) -> list[Read]:
+    """Every read of a request: per question, per cyclic order, per sampled thought."""
+    samples = req.samples if req.mode == "reasoning" else 1
+    return [
+        Read(i, shift, sample, scoring.rotated(spec, shift))
+        for i, spec in enumerate(specs)
+        for shift in range(passes(spec, req.permutations))
+        for sample in range(samples)
+    ]
 
 
 def question_spec(q: Question) -> scoring.QuestionSpec:
@@ -248,8 +313,8 @@ def answer(
             confidence=probs[top],
             passes=len(got),
         )
-    [(_, only)] = got
-    probs = only.probs
+    # several reads are sampled thoughts: their probabilities are averaged
+    probs = debias.mean_probs([r.probs for _, r in got])
     if isinstance(q, PredicateQuestion):
         return PredicateAnswer(name=q.name, probability=probs[0])
     assert isinstance(q, ScoreQuestion)

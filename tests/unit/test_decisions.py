@@ -455,3 +455,51 @@ async def test_http_refuses_a_wrong_calibration_before_queueing(app: FastAPI) ->
         )
         assert r.status_code == 422
         assert r.json()["error"]["type"] == "unknown_calibration"
+
+
+# --- extension: reasoning ----------------------------------------------------------------------
+
+
+async def test_reasoning_reads_the_labels_after_a_thought(tokenizer: Any) -> None:
+    thought = "The customer mentions a charge, so it is billing."
+    engine = SmallEngine(tokenizer, write=lambda prompt: f"{thought}\nAnswer: A")
+    generated: list[base.GenerateCall] = []
+    inner = engine.generate
+
+    async def generate(calls: Any) -> list[base.GenerateResult]:
+        generated.extend(calls)
+        return await inner(calls)
+
+    engine.generate = generate  # type: ignore[method-assign]
+    req = request(questions=[PREDICATE, CHOICE], mode="reasoning", samples=2, seed=5)
+    resp = await DecisionServing(engine, "m", MemoryCalibrations()).decide(req)
+    # two thoughts per question, the first alone, then one read after each thought
+    assert engine.kinds() == ["generate"] * 4 + ["options"] * 4
+    assert [c.seed for c in generated] == [5, 6, 5, 6]
+    assert {c.temperature for c in generated} == {0.7}
+    assert {tuple(c.stop) for c in generated} == {("Answer:",)}
+    asked = tokenizer.decode(generated[0].prompt_ids)
+    assert asked.endswith("'Answer: Yes' or 'Answer: No'.<|im_end|>\n<|im_start|>assistant\n")
+    read = tokenizer.decode(engine.calls[0].prompt_ids)
+    assert read == asked + thought + "\nAnswer:"
+    thought_tokens = 4 * len(encode(tokenizer, thought + "\n"))
+    assert resp.usage.output_tokens_details.reasoning_tokens == thought_tokens
+    assert resp.usage.output_tokens == thought_tokens + 4
+    assert resp.answers[1].passes == 2  # type: ignore[union-attr]
+    assert resp.answers[0].probability == pytest.approx(1 / (1 + math.exp(-1)))  # type: ignore[union-attr]
+    with pytest.raises(ValidationError, match="samples > 1 needs mode='reasoning'"):
+        request(samples=2)
+
+
+def test_degrade_lowers_reasoning_to_direct_reads() -> None:
+    from service.serving.budget import plan
+
+    req = request(questions=[PREDICATE, CHOICE], mode="reasoning", samples=4)
+    direct = estimate("decision", request(questions=[PREDICATE, CHOICE]))
+    limit = direct.total + 10
+    p = plan(
+        "decision", req.model_copy(update={"max_eval_tokens": limit, "budget_policy": "degrade"})
+    )
+    assert p.degraded
+    assert p.request.mode == "direct"  # type: ignore[attr-defined]
+    assert p.estimate == direct

@@ -353,6 +353,18 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
             "permutations": 4,
             "debias": "contextual",
         },
+        {
+            "model": "m",
+            "input": RESPONSE,
+            "questions": [
+                {"type": "predicate", "instructions": "The answer is right."},
+                {"type": "choice", "instructions": "Which?", "choices": ITEM_CHOICES},
+            ],
+            "permutations": 2,
+            "mode": "reasoning",
+            "reasoning_tokens": 30,
+            "samples": 2,
+        },
     ],
 }
 

@@ -201,6 +201,14 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Temperature2 = TypeAliasType(
+    "Temperature2", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Thinking temperature; default 0 for one sample, 0.7 for several.
+"""
+
+
 class ErrorDetail(BaseModel):
     message: Annotated[str, Field(title="Message")]
     type: Annotated[str, Field(title="Type")]
@@ -403,8 +411,8 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature2 = TypeAliasType(
-    "Temperature2", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature4 = TypeAliasType(
+    "Temperature4", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -461,7 +469,7 @@ class OutcomeRequest(BaseModel):
     """
     Base seed; sample i uses seed + i.
     """
-    temperature: Annotated[Temperature2 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature4 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -573,8 +581,8 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature4 = TypeAliasType(
-    "Temperature4", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature6 = TypeAliasType(
+    "Temperature6", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -644,7 +652,7 @@ class ProcessRequest(BaseModel):
     How `response` is split.
     """
     steps: Annotated[list[str] | None, Field(title="Steps")] = None
-    temperature: Annotated[Temperature4 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature6 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -734,8 +742,8 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature6 = TypeAliasType(
-    "Temperature6", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature8 = TypeAliasType(
+    "Temperature8", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -803,7 +811,7 @@ class RerankRequest(BaseModel):
     """
     How `response` is split.
     """
-    temperature: Annotated[Temperature6 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature8 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -818,8 +826,8 @@ class RerankRequest(BaseModel):
     """
 
 
-ReasoningTokens6 = TypeAliasType(
-    "ReasoningTokens6", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+ReasoningTokens7 = TypeAliasType(
+    "ReasoningTokens7", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
 )
 """
 Default VERIFIER_REWARD__REASONING_TOKENS.
@@ -852,7 +860,7 @@ class RewardRequest(BaseModel):
     """
     Prompt + response, decoded.
     """
-    reasoning_tokens: Annotated[ReasoningTokens6 | None, Field(title="Reasoning Tokens")] = None
+    reasoning_tokens: Annotated[ReasoningTokens7 | None, Field(title="Reasoning Tokens")] = None
     """
     Default VERIFIER_REWARD__REASONING_TOKENS.
     """
@@ -950,8 +958,8 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature8 = TypeAliasType(
-    "Temperature8", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature10 = TypeAliasType(
+    "Temperature10", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -1017,7 +1025,7 @@ class ScoreRequest(BaseModel):
     """
     How `response` is split.
     """
-    temperature: Annotated[Temperature8 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature10 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -1242,7 +1250,7 @@ class ChoiceAnswer(BaseModel):
     name: Annotated[str | None, Field(title="Name")] = None
     passes: Annotated[int, Field(title="Passes")] = 1
     """
-    Extension: the reads averaged (cyclic orders of the choices).
+    Extension: the reads averaged (cyclic orders of the choices x samples).
     """
     probabilities: Annotated[list[ChoiceProbability], Field(title="Probabilities")]
     """
@@ -1636,6 +1644,10 @@ class DecisionRequest(BaseModel):
     """
     Extension: a question whose labels get less total probability than this at the answer slot (the model wanted to say something else) is answered with a refusal. 0: never.
     """
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
+    """
+    Extension. direct: read each question's labels at once; reasoning: the model first thinks within reasoning_tokens, then its labels are read after 'Answer:' (docs/methods.md F.5).
+    """
     model: Annotated[str, Field(title="Model")]
     """
     Accepted as sent; the served model answers.
@@ -1661,9 +1673,25 @@ class DecisionRequest(BaseModel):
     """
     1-64 predicate, choice or score questions; answers come back in the same order.
     """
+    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
+    """
+    Extension: the thinking budget per read (reasoning).
+    """
     safety_identifier: Annotated[str | None, Field(title="Safety Identifier")] = None
     """
     Accepted, not used.
+    """
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Extension: sampled thoughts per read (reasoning); probabilities averaged.
+    """
+    seed: Annotated[int | None, Field(title="Seed")] = None
+    """
+    Base seed; sample i uses seed + i.
+    """
+    temperature: Annotated[Temperature2 | None, Field(title="Temperature")] = None
+    """
+    Thinking temperature; default 0 for one sample, 0.7 for several.
     """
 
 
