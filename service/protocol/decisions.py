@@ -1,4 +1,4 @@
-"""Wire models of ``POST /v1/decisions``: OpenAI's Decisions API shapes (docs/methods.md D).
+"""Wire models of ``POST /v1/decisions``: OpenAI's Decisions API shapes (docs/methods.md F).
 
 Request and response mirror the OpenAI Python SDK's ``decision_create_params`` and ``decision``
 types field for field, so ``client.decisions.create(...)`` works unchanged; the fields after

@@ -1,4 +1,4 @@
-"""Decisions (docs/methods.md D): prompts over one input and the answers read from label probs.
+"""Decisions (docs/methods.md F): prompts over one input and the answers read from label probs.
 
 Every question of a request is asked over the same prompt prefix (system text, then the
 fenced input); only the question block after it differs, so vLLM's prefix cache prefills the

@@ -168,3 +168,55 @@ def test_refusals_and_bad_requests(server: Any) -> None:
     )
     assert r.status_code == 422
     assert "questions[0].choices has 30 choices; send 2 to 26" in r.json()["error"]["message"]
+
+
+def test_permutations_average_the_reads_of_each_cyclic_order(server: Any, logit_tol: float) -> None:
+    r = decide(server.url, questions=[CHOICE], permutations=3)
+    assert r.status_code == 200, r.text
+    b = r.json()
+    [got] = b["answers"]
+    assert got["passes"] == 3
+    assert b["usage"]["engine_calls"] == 3
+    # the same three orders asked one by one, averaged per value by hand
+    choices = CHOICE["choices"]
+    by_value: dict[Any, list[float]] = {}
+    for shift in range(3):
+        order = [choices[(i + shift) % 3] for i in range(3)]
+        one = decide(server.url, questions=[{**CHOICE, "choices": order}]).json()["answers"][0]
+        assert one["passes"] == 1
+        for p in one["probabilities"]:
+            by_value.setdefault(p["value"], []).append(p["probability"])
+    for p in got["probabilities"]:
+        assert p["probability"] == pytest.approx(sum(by_value[p["value"]]) / 3, abs=logit_tol / 2)
+    assert sum(p["probability"] for p in got["probabilities"]) == pytest.approx(1.0)
+
+
+def test_contextual_debias_adds_three_content_free_reads(server: Any) -> None:
+    raw = decide(server.url, questions=[CHOICE]).json()
+    b = decide(server.url, questions=[CHOICE, PREDICATE], debias="contextual").json()
+    assert b["usage"]["engine_calls"] == 2 + 3
+    probs = [p["probability"] for p in b["answers"][0]["probabilities"]]
+    assert sum(probs) == pytest.approx(1.0)
+    before = [p["probability"] for p in raw["answers"][0]["probabilities"]]
+    assert probs != pytest.approx(before, abs=1e-3)  # the letter prior of this model is not flat
+    # the predicate is not a choice question: untouched by the letter debiasing
+    alone = decide(server.url).json()["answers"][0]["probability"]
+    assert b["answers"][1]["probability"] == pytest.approx(alone, abs=0.05)
+
+
+def test_reasoning_through_the_sdk_extra_body(server: Any) -> None:
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="unused") as client:
+        raw = client.decisions.with_raw_response.create(
+            model="verifier",
+            input=TICKET,
+            questions=[PREDICATE, CHOICE],
+            extra_body={"mode": "reasoning", "reasoning_tokens": 24},
+        )
+    d = raw.parse()
+    usage = raw.http_response.json()["usage"]
+    assert usage["engine_calls"] == 4  # a thought, then a read, per question
+    thought = d.usage.output_tokens_details.reasoning_tokens
+    assert 0 < thought <= 2 * 24
+    assert d.usage.output_tokens == thought + 2
+    assert 0.0 < d.answers[0].probability < 1.0  # type: ignore[union-attr]
+    assert sum(p.probability for p in d.answers[1].probabilities) == pytest.approx(1.0)  # type: ignore[union-attr]
