@@ -19,7 +19,7 @@ from service.api.deps import AppState
 from service.app import create_app
 from service.config import Settings
 from service.engine import base
-from service.errors import CalibrationMismatch, UnknownCalibration
+from service.errors import CalibrationMismatch, InvalidRequest, UnknownCalibration
 from service.protocol.decisions import MAX_CHOICES, MAX_QUESTIONS, DecisionRequest
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
@@ -503,3 +503,37 @@ def test_degrade_lowers_reasoning_to_direct_reads() -> None:
     assert p.degraded
     assert p.request.mode == "direct"  # type: ignore[attr-defined]
     assert p.estimate == direct
+
+
+class NoSingleC:
+    """The real tokenizer, except that "C" (and " C") take two tokens."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tok = tokenizer
+        self.all_special_tokens = tokenizer.all_special_tokens
+
+    def encode(self, text: str, *args: Any, **kwargs: Any) -> list[int]:
+        ids = list(self._tok.encode(text, *args, **kwargs))
+        return [*ids, *ids] if text.strip() == "C" else ids
+
+    def decode(self, ids: Any, *args: Any, **kwargs: Any) -> str:
+        return str(self._tok.decode(ids, *args, **kwargs))
+
+    def apply_chat_template(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._tok.apply_chat_template(messages, *args, **kwargs)
+
+
+async def test_a_label_without_a_single_token_is_a_422_naming_the_question(
+    tokenizer: Any,
+) -> None:
+    engine = SmallEngine(NoSingleC(tokenizer))
+    serving = DecisionServing(engine, "m", MemoryCalibrations())
+    two = {**CHOICE, "choices": CHOICE["choices"][:2]}
+    ok = await serving.decide(request(questions=[PREDICATE, two]))  # A and B only
+    assert [a.type for a in ok.answers] == ["predicate", "choice"]
+    engine.requests.clear()
+    with pytest.raises(
+        InvalidRequest, match=r"questions\[1\]: the tokenizer has no single token for 'C'"
+    ):
+        await serving.decide(request(questions=[PREDICATE, CHOICE]))
+    assert engine.requests == []  # refused before any engine call
