@@ -22,6 +22,9 @@ from service.protocol.base import BudgetOptions, JudgeMode, Metered, ServiceMode
 MAX_QUESTIONS = 64
 MIN_CHOICES, MAX_CHOICES = 2, 26
 MIN_LEVELS, MAX_LEVELS = 2, 10
+# Reads of one request (questions x cyclic orders x samples): vLLM's default batch of 256
+# sequences, so that the extensions cannot multiply one decision into thousands of requests.
+MAX_READS = 256
 DecisionDebias = Literal["none", "pride", "contextual"]
 
 ImageDetail = Literal["low", "high", "auto", "original"]
@@ -309,7 +312,22 @@ class DecisionRequest(BudgetOptions):
                 "samples > 1 needs mode='reasoning': a direct read is exact, so repeating it "
                 "adds nothing"
             )
+        if self.reads > MAX_READS:
+            raise ValueError(
+                f"{len(self.questions)} questions with permutations={self.permutations} and "
+                f"samples={self.samples} are {self.reads} reads, over {MAX_READS}; lower "
+                "permutations or samples, or split the questions over several requests"
+            )
         return self
+
+    @property
+    def reads(self) -> int:
+        """Engine reads of the questions: per question, its cyclic orders times samples."""
+        orders = [
+            min(self.permutations, len(q.choices)) if isinstance(q, ChoiceQuestion) else 1
+            for q in self.questions
+        ]
+        return sum(orders) * self.samples
 
     def resolved_temperature(self) -> float:
         if self.temperature is not None:

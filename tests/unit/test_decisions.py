@@ -45,6 +45,8 @@ CHOICE = {
         {"value": True},
     ],
 }
+FOUR = {**CHOICE, "name": "four", "choices": [{"value": v} for v in ("w", "x", "y", "z")]}
+UNNAMED = {**FOUR, "name": None}
 SCORE = {
     "type": "score",
     "name": "helpfulness",
@@ -149,6 +151,10 @@ def test_every_input_item_of_the_sdk_and_every_question_type_is_accepted() -> No
         ),
         ({"questions": [PREDICATE, PREDICATE]}, "questions[1].name 'polite' repeats questions[0]"),
         ({"input": "  "}, "input must not be empty"),
+        (
+            {"questions": [UNNAMED] * 33, "permutations": 4, "mode": "reasoning", "samples": 2},
+            "33 questions with permutations=4 and samples=2 are 264 reads, over 256",
+        ),
         ({"questions": [{**PREDICATE, "instructions": " "}]}, "instructions must not be empty"),
     ],
 )
@@ -162,6 +168,8 @@ def test_choice_values_are_typed_and_the_limit_is_inclusive() -> None:
     both = {**CHOICE, "choices": [{"value": "true"}, {"value": True}]}
     assert len(request(questions=[both]).questions) == 1
     widest = {**CHOICE, "choices": [{"value": f"v{i}"} for i in range(MAX_CHOICES)]}
+    most = request(questions=[UNNAMED] * 32, permutations=4, mode="reasoning", samples=2)
+    assert most.reads == 256
     [question] = request(questions=[widest]).questions
     assert question_spec(question).options[-1] == (f"v{MAX_CHOICES - 1}", None)
 
@@ -367,8 +375,6 @@ async def test_http_answers_and_refuses_before_queueing(app: FastAPI) -> None:
 
 
 # --- extensions: permutations and debiasing --------------------------------------------------
-
-FOUR = {**CHOICE, "name": "four", "choices": [{"value": v} for v in ("w", "x", "y", "z")]}
 
 
 def probs_of(resp: Any, i: int = 0) -> list[float]:
