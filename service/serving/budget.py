@@ -9,7 +9,8 @@ makes (see ``service/serving``):
 - process, direct/reasoning: one judgment per step k on a prompt holding steps 1..k;
 - process, single_pass: one prefill of the whole conversation, 1 generated;
 - model split: one copy call (the response as prompt, about 1.25x the response generated);
-- decision: one label read per question, each on the input plus that question.
+- decision: one label read per question and cyclic order, each on the input plus that
+  question; in reasoning mode a thought call before each read, per sample.
 
 It is an upper-ish bound for realistic text, not a guarantee: operators reconcile quotas with
 the ``actual`` usage recorded after the run (``service.stores.auth.settle``).
