@@ -26,7 +26,18 @@ from redis.asyncio import Redis
 from service.api.deps import AppState
 from service.api.errors import install_error_handlers
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
-from service.api.routes import health, judge, mcq, pooling, rerank, results, reward, score, split
+from service.api.routes import (
+    decisions,
+    health,
+    judge,
+    mcq,
+    pooling,
+    rerank,
+    results,
+    reward,
+    score,
+    split,
+)
 from service.api.routes import metrics as metrics_api
 from service.config import Settings, get_settings
 from service.engine.base import Engine
@@ -336,6 +347,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(mcq.router)
     app.include_router(reward.router)
     app.include_router(pooling.router)
+    app.include_router(decisions.router)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
     if settings.auth.enabled:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from service.protocol.audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
 from service.protocol.base import Metered
+from service.protocol.decisions import DecisionRequest, DecisionResponse
 from service.protocol.judge import (
     OutcomeRequest,
     OutcomeResponse,
@@ -59,6 +60,7 @@ JobKind = Literal[
     "reward",
     "classify",
     "pooling",
+    "decision",
 ]
 
 JOB_KINDS: Final[tuple[JobKind, ...]] = get_args(JobKind)
@@ -109,6 +111,7 @@ JOBS: Final[Mapping[JobKind, JobSpec]] = for_every_kind(
             JobSpec("reward", RewardRequest, RewardResponse),
             JobSpec("classify", ClassifyRequest, ClassificationResponse),
             JobSpec("pooling", PoolingRequest, PoolingResponse),
+            JobSpec("decision", DecisionRequest, DecisionResponse),
         )
     },
     "job spec",

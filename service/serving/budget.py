@@ -8,7 +8,9 @@ makes (see ``service/serving``):
   generated) then a verdict call (prompt + rationale as prompt, 1 generated);
 - process, direct/reasoning: one judgment per step k on a prompt holding steps 1..k;
 - process, single_pass: one prefill of the whole conversation, 1 generated;
-- model split: one copy call (the response as prompt, about 1.25x the response generated).
+- model split: one copy call (the response as prompt, about 1.25x the response generated);
+- decision: one label read per question and cyclic order, each on the input plus that
+  question; in reasoning mode a thought call before each read, per sample.
 
 It is an upper-ish bound for realistic text, not a guarantee: operators reconcile quotas with
 the ``actual`` usage recorded after the run (``service.stores.auth.settle``).
@@ -40,6 +42,7 @@ from service.protocol import (
     SplitRequest,
 )
 from service.protocol.audit import AuditRequest, PopMCQRequest
+from service.protocol.decisions import DecisionRequest
 from service.protocol.jobs import JOBS, JobKind, for_every_kind
 from service.protocol.mcq import (
     CalibrationRequest,
@@ -51,6 +54,8 @@ from service.protocol.mcq import (
 from service.protocol.pooling import ClassifyRequest, PoolingRequest
 from service.protocol.reward import RewardRequest
 from service.scoring import splitting
+from service.scoring.decisions import QuestionSpec, content_free
+from service.serving.decisions import THOUGHT_TAIL, input_blocks, passes, question_spec
 
 __all__ = [
     "OUTCOME_OVERHEAD",
@@ -118,6 +123,10 @@ SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
 # /classify and /pooling chats: the template's role markers per message (the default model's
 # default system text counted once in the first); measured 5 per turn, 36 for the first.
 POOLING_CHAT_OVERHEAD: Final = 40
+DECISION_OVERHEAD: Final = 70  # system, input fence, chat template, "Answer:"; measured 58
+DECISION_ITEM_OVERHEAD: Final = 8  # an input item's "[role]" header and blank line; measured 5
+DECISION_QUESTION_OVERHEAD: Final = 40  # "Question:", task lines; measured <= 36
+DECISION_OPTION_OVERHEAD: Final = 8  # "A. ", newline, " (...)" of a description; measured <= 7
 # With a reference: the longer system text, the reference fence (and a criteria fence and
 # note), on top of the text's own tokens.
 REFERENCE_OVERHEAD: Final = 100  # measured 61, 86 with criteria (outcome and process)
@@ -404,6 +413,40 @@ def _reward_request(req: RewardRequest) -> Estimate:
     )
 
 
+def _decision_prompt(shared: int, spec: QuestionSpec) -> int:
+    prompt = shared + DECISION_QUESTION_OVERHEAD + estimate_text_tokens(spec.instructions)
+    return prompt + sum(
+        DECISION_OPTION_OVERHEAD + estimate_text_tokens(f"{text} {desc or ''}")
+        for text, desc in spec.options
+    )
+
+
+def _decision(req: DecisionRequest) -> Estimate:
+    """One read per question and cyclic order, each prompt the shared input plus the question
+    (reasoning: per sample a thought, then the read); contextual debiasing without a
+    calibration adds its content-free reads per K."""
+    blocks = input_blocks(req.input)
+    shared = DECISION_OVERHEAD + sum(
+        DECISION_ITEM_OVERHEAD * bool(b.header) + estimate_text_tokens(f"{b.header} {b.text}")
+        for b in blocks
+    )
+    total = ZERO
+    for q in req.questions:
+        spec = question_spec(q)
+        prompt = _decision_prompt(shared, spec)
+        read = Estimate.of(prompt, 1, 1)
+        if req.mode == "reasoning":  # a thought, then the read re-reads prompt + thought
+            r = req.reasoning_tokens
+            read = Estimate.of(prompt + prompt + r + THOUGHT_TAIL, r + 1, 2).times(req.samples)
+        total += read.times(passes(spec, req.permutations))
+    if req.debias == "contextual" and req.calibration_id is None:
+        for k in sorted(set(req.choice_counts)):
+            for block, spec in content_free(k):
+                prompt = DECISION_OVERHEAD + estimate_text_tokens(block.text)
+                total += Estimate.of(_decision_prompt(prompt, spec), 1, 1)
+    return total
+
+
 def _mcq_answer(req: MCQAnswerRequest) -> Estimate:
     return _mcq_items([req], req)
 
@@ -440,6 +483,7 @@ ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
         "reward": _reward_request,
         "classify": _pooling_request,
         "pooling": _pooling_request,
+        "decision": _decision,
     },
     "estimator",
 )

@@ -41,6 +41,7 @@ RUNS: Final[Mapping[JobKind, Run]] = for_every_kind(
         "reward": lambda s, r: s.reward.reward(r),
         "classify": lambda s, r: s.pooling.classify(r),
         "pooling": lambda s, r: s.pooling.pooling(r),
+        "decision": lambda s, r: s.decisions.decide(r),
     },
     "handler",
 )

@@ -13,6 +13,7 @@ from service.engine.base import Engine
 from service.ops.aio import CLOSE_TIMEOUT_S, bounded
 from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
+from service.serving.decisions import DecisionServing
 from service.serving.mcq import MCQServing
 from service.serving.outcome import OutcomeServing
 from service.serving.pooled import PooledOutcomeServing, PooledProcessServing, PooledReader
@@ -40,6 +41,7 @@ class Services:
     reward: RewardServing
     pooling: PoolingServing
     rules: RuleVerifier
+    decisions: DecisionServing
     judgments: JudgmentStore | None = None
 
     @classmethod
@@ -71,7 +73,8 @@ class Services:
             outcome = PooledOutcomeServing(engine, model_name, reader, verifier)
             process = PooledProcessServing(engine, split, model_name, reader)
         score = ScoreServing(outcome, process, model_name)
-        mcq = MCQServing(engine, model_name, calibrations or MemoryCalibrations())
+        mcq_calibrations = calibrations or MemoryCalibrations()
+        mcq = MCQServing(engine, model_name, mcq_calibrations)
         rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings())
         return cls(
             engine=engine,
@@ -85,6 +88,7 @@ class Services:
             reward=rewards,
             pooling=PoolingServing(engine, model_name),
             rules=verifier,
+            decisions=DecisionServing(engine, model_name, mcq_calibrations),
             judgments=judgments,
         )
 

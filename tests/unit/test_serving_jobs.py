@@ -249,6 +249,8 @@ async def test_the_budget_estimate_covers_the_planned_calls(
 
 SEP = "\n###\n"
 ITEM = {"question": Q, "options": OPTIONS}
+ITEM_CHOICES = [{"value": o} for o in OPTIONS]
+LEVELS = [{"label": "poor"}, {"label": "fair"}, {"label": "good"}]
 
 
 def _pool(i: int) -> dict[str, Any]:
@@ -336,6 +338,39 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
             "labels": [REFERENCE["reference"], "72"],
             "criteria": REFERENCE["criteria"],
             "verifier": "model",
+        },
+    ],
+    "decision": [
+        {
+            "model": "m",
+            "input": [
+                {"role": "user", "content": Q},
+                {"role": "assistant", "content": RESPONSE},
+            ],
+            "questions": [
+                {"type": "predicate", "instructions": "The answer is right."},
+                {"type": "choice", "instructions": "Which?", "choices": ITEM_CHOICES},
+                {"type": "score", "instructions": "How clear?", "levels": LEVELS},
+            ],
+        },
+        {
+            "model": "m",
+            "input": RESPONSE,
+            "questions": [{"type": "choice", "instructions": "Which?", "choices": ITEM_CHOICES}],
+            "permutations": 4,
+            "debias": "contextual",
+        },
+        {
+            "model": "m",
+            "input": RESPONSE,
+            "questions": [
+                {"type": "predicate", "instructions": "The answer is right."},
+                {"type": "choice", "instructions": "Which?", "choices": ITEM_CHOICES},
+            ],
+            "permutations": 2,
+            "mode": "reasoning",
+            "reasoning_tokens": 30,
+            "samples": 2,
         },
     ],
 }
