@@ -148,6 +148,12 @@ class EngineSettings(SettingsGroup):
         description="process_reward: the token that ends each step, read where it stands. "
         "Unset: the architecture's own (Qwen2ForProcessRewardModel: <extra_0>).",
     )
+    returned_token_ids: list[int] | None = Field(
+        default=None,
+        description="process_reward (STEP pooling): the columns of the head's output kept at "
+        "each step tag, vLLM's returned_token_ids (e.g. the ids of '+' and '-' for a PRM read "
+        "from an LM head); positive_class then indexes these.",
+    )
     positive_class: int = Field(
         default=1,
         ge=0,

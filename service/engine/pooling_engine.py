@@ -58,6 +58,20 @@ def pooling_spec(
     return task, tag
 
 
+def pooler_kwargs(
+    settings: Settings, kind: EngineKind, task: PoolingTask, tag_id: int | None
+) -> dict[str, Any]:
+    """vLLM's ``PoolerConfig`` for the served kind: the task, and for a PRM the step tag's id
+    and the head columns kept (``engine.returned_token_ids``), the defaults of every request."""
+    kept = settings.engine.returned_token_ids
+    if kept is not None and kind != "process_reward":
+        raise ValueError(
+            "VERIFIER_ENGINE__RETURNED_TOKEN_IDS applies to process reward models (STEP "
+            f"pooling) only; the served kind is {kind}"
+        )
+    return {"task": task, "step_tag_id": tag_id, "returned_token_ids": kept}
+
+
 def _tag_id(model: str, tag: str | None) -> int | None:
     """The step tag's id, set as the pooler's default (vLLM otherwise defaults a
     Qwen2ForProcessRewardModel to Qwen's own id, which another vocabulary may not hold)."""
@@ -114,7 +128,7 @@ class PoolingEngine:
             seed=cfg.seed,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             tensor_parallel_size=cfg.tensor_parallel_size,
-            pooler_config=PoolerConfig(task=task, step_tag_id=_tag_id(model, tag)),
+            pooler_config=PoolerConfig(**pooler_kwargs(settings, kind, task, _tag_id(model, tag))),
         )
         llm = AsyncLLMEngine.from_engine_args(args)
         tokenizer = llm.get_tokenizer()

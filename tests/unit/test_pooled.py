@@ -150,3 +150,22 @@ async def test_a_sequence_rm_scores_step_k_as_steps_one_to_k(tokenizer: Any) -> 
     texts = [tokenizer.decode(ids) for kind, ids in engine.requests if kind == "pool"]
     assert "A." in texts[1]  # the second read holds the first step too
     assert "B." in texts[1]
+
+
+def test_the_pooler_config_carries_the_prm_settings() -> None:
+    from service.config import Settings
+    from service.engine.pooling_engine import pooler_kwargs, pooling_spec
+
+    prm = ["Qwen2ForProcessRewardModel"]
+    settings = Settings.model_validate({"engine": {"returned_token_ids": [648, 387]}})
+    task, tag = pooling_spec(settings, "process_reward", prm)
+    assert (task, tag) == ("token_classify", "<extra_0>")
+    kwargs = pooler_kwargs(settings, "process_reward", task, 7)
+    assert kwargs == {"task": "token_classify", "step_tag_id": 7, "returned_token_ids": [648, 387]}
+    assert pooler_kwargs(Settings(), "reward", "classify", None)["returned_token_ids"] is None
+    with pytest.raises(ValueError, match="process reward models"):
+        pooler_kwargs(settings, "reward", "classify", None)
+    tagged = Settings.model_validate({"engine": {"step_tag": "ки"}})
+    assert pooling_spec(tagged, "process_reward", ["LlamaForCausalLM"])[1] == "ки"
+    with pytest.raises(ValueError, match="VERIFIER_ENGINE__STEP_TAG"):
+        pooling_spec(Settings(), "process_reward", ["LlamaForCausalLM"])

@@ -111,6 +111,18 @@ class BudgetInfo(BaseModel):
     note: Annotated[str | None, Field(title="Note")] = None
 
 
+Mode = TypeAliasType("Mode", Annotated[Literal["explicit"], Field(title="Mode")])
+
+
+class CacheBreakpoint(BaseModel):
+    """
+    Accepted for compatibility; vLLM's prefix cache needs no breakpoints (it matches by
+    content).
+    """
+
+    mode: Annotated[Literal["explicit"], Field(title="Mode")]
+
+
 class CalibrationCost(BaseModel):
     forward_passes: Annotated[int, Field(title="Forward Passes")]
     tokens: Annotated[int, Field(title="Tokens")]
@@ -128,6 +140,19 @@ MaxEvalTokens4 = TypeAliasType(
 """
 Refuse (or degrade) when the estimate is above this.
 """
+
+
+Type = TypeAliasType("Type", Annotated[Literal["choice"], Field(title="Type")])
+
+
+class ChoiceOption(BaseModel):
+    description: Annotated[str | None, Field(title="Description")] = None
+    value: Annotated[str | bool, Field(title="Value")]
+
+
+class ChoiceProbability(BaseModel):
+    probability: Annotated[float, Field(title="Probability")]
+    value: Annotated[str | bool, Field(title="Value")]
 
 
 class ClassificationData(BaseModel):
@@ -186,6 +211,24 @@ class ConditionSummary(BaseModel):
     parse_failure_rate: Annotated[float | None, Field(title="Parse Failure Rate")] = None
 
 
+Type2 = TypeAliasType("Type2", Annotated[Literal["custom_tool_call"], Field(title="Type")])
+
+
+class CustomToolCall(BaseModel):
+    call_id: Annotated[str, Field(title="Call Id")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    input: Annotated[str, Field(title="Input")]
+    name: Annotated[str, Field(title="Name")]
+    namespace: Annotated[str | None, Field(title="Namespace")] = None
+    status: Annotated[
+        Literal["in_progress", "completed", "incomplete"] | None, Field(title="Status")
+    ] = None
+    type: Annotated[Literal["custom_tool_call"], Field(title="Type")]
+
+
+Type3 = TypeAliasType("Type3", Annotated[Literal["custom_tool_call_output"], Field(title="Type")])
+
+
 class DebiasInfo(BaseModel):
     calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
     method: Annotated[Literal["none", "popdebias", "pride", "contextual"], Field(title="Method")]
@@ -195,6 +238,22 @@ class DebiasInfo(BaseModel):
     """
 
 
+MaxEvalTokens6 = TypeAliasType(
+    "MaxEvalTokens6", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+Temperature2 = TypeAliasType(
+    "Temperature2", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Thinking temperature; default 0 for one sample, 0.7 for several.
+"""
+
+
 class ErrorDetail(BaseModel):
     message: Annotated[str, Field(title="Message")]
     type: Annotated[str, Field(title="Type")]
@@ -202,6 +261,69 @@ class ErrorDetail(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
+
+
+Type5 = TypeAliasType("Type5", Annotated[Literal["function_call"], Field(title="Type")])
+
+
+class FunctionCall(BaseModel):
+    arguments: Annotated[str, Field(title="Arguments")]
+    call_id: Annotated[str, Field(title="Call Id")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    name: Annotated[str, Field(title="Name")]
+    namespace: Annotated[str | None, Field(title="Namespace")] = None
+    status: Annotated[
+        Literal["in_progress", "completed", "incomplete"] | None, Field(title="Status")
+    ] = None
+    type: Annotated[Literal["function_call"], Field(title="Type")]
+
+
+Type6 = TypeAliasType("Type6", Annotated[Literal["function_call_output"], Field(title="Type")])
+
+
+Type7 = TypeAliasType("Type7", Annotated[Literal["input_image"], Field(title="Type")])
+
+
+class InputImage(BaseModel):
+    """
+    Part of the shape so that an image is refused by name (422), never misread.
+    """
+
+    detail: Annotated[Literal["low", "high", "auto", "original"] | None, Field(title="Detail")] = (
+        None
+    )
+    image_url: Annotated[str, Field(title="Image Url")]
+    prompt_cache_breakpoint: CacheBreakpoint | None = None
+    type: Annotated[Literal["input_image"], Field(title="Type")]
+
+
+Type8 = TypeAliasType("Type8", Annotated[Literal["input_json"], Field(title="Type")])
+
+
+class InputJSON(BaseModel):
+    """
+    A JSON object or an array of objects, shown to the model as compact JSON text.
+    """
+
+    data: Annotated[dict[str, Any] | list[dict[str, Any]], Field(title="Data")]
+    type: Annotated[Literal["input_json"], Field(title="Type")]
+
+
+Type9 = TypeAliasType("Type9", Annotated[Literal["input_text"], Field(title="Type")])
+
+
+class InputText(BaseModel):
+    prompt_cache_breakpoint: CacheBreakpoint | None = None
+    text: Annotated[str, Field(title="Text")]
+    type: Annotated[Literal["input_text"], Field(title="Type")]
+
+
+class InputTokensDetails(BaseModel):
+    cache_write_tokens: Annotated[int, Field(title="Cache Write Tokens")] = 0
+    """
+    Always 0: no explicit cache writes (vLLM caches by content).
+    """
+    cached_tokens: Annotated[int, Field(title="Cached Tokens")] = 0
 
 
 class MCQAnswer(BaseModel):
@@ -222,8 +344,8 @@ class MCQAnswer(BaseModel):
     """
 
 
-MaxEvalTokens6 = TypeAliasType(
-    "MaxEvalTokens6", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens8 = TypeAliasType(
+    "MaxEvalTokens8", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -249,7 +371,7 @@ class MCQAnswerRequest(BaseModel):
     """
     popdebias: remove a popularity prior (needs popularity and a calibration or popdebias_lambda); pride: remove an option-letter prior (needs a calibration); contextual: divide by the letter probabilities on content-free inputs.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens6 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens8 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -272,8 +394,8 @@ class MCQAnswerRequest(BaseModel):
     question: Annotated[str, Field(title="Question")]
 
 
-MaxEvalTokens8 = TypeAliasType(
-    "MaxEvalTokens8", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens10 = TypeAliasType(
+    "MaxEvalTokens10", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -294,6 +416,9 @@ class MCQItem(BaseModel):
     One value in [0, 1] per option, used as given; or 'model': the model's question-free mean log-probability of each option text, min-max normalised per question (all equal: 0.5 each). The PopMCQ paper used normalised Wikipedia page views; 'model' is a proxy the service can compute itself, not that signal.
     """
     question: Annotated[str, Field(title="Question")]
+
+
+Type10 = TypeAliasType("Type10", Annotated[Literal["message"], Field(title="Type")])
 
 
 Object1 = TypeAliasType("Object1", Annotated[Literal["model"], Field(title="Object")])
@@ -337,16 +462,16 @@ class ModelList(BaseModel):
     object: Annotated[Literal["list"], Field(title="Object")] = "list"
 
 
-MaxEvalTokens10 = TypeAliasType(
-    "MaxEvalTokens10", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens12 = TypeAliasType(
+    "MaxEvalTokens12", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature2 = TypeAliasType(
-    "Temperature2", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature4 = TypeAliasType(
+    "Temperature4", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -370,7 +495,7 @@ class OutcomeRequest(BaseModel):
     """
     What counts as correct (rubric text); shown to the model.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens10 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens12 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -403,7 +528,7 @@ class OutcomeRequest(BaseModel):
     """
     Base seed; sample i uses seed + i.
     """
-    temperature: Annotated[Temperature2 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature4 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -411,6 +536,18 @@ class OutcomeRequest(BaseModel):
     """
     model: the model judges (with the reference in its prompt, if given); rule: the answer is compared with the reference by rule, no engine call (undecided = score null); hybrid: the rule where it decides, else the model. Default: hybrid with a reference, model without.
     """
+
+
+Type11 = TypeAliasType("Type11", Annotated[Literal["output_text"], Field(title="Type")])
+
+
+class OutputText(BaseModel):
+    text: Annotated[str, Field(title="Text")]
+    type: Annotated[Literal["output_text"], Field(title="Type")]
+
+
+class OutputTokensDetails(BaseModel):
+    reasoning_tokens: Annotated[int, Field(title="Reasoning Tokens")] = 0
 
 
 class PerturbationResult(BaseModel):
@@ -538,14 +675,6 @@ class PopMCQCell(BaseModel):
     rho_relative: Annotated[float | None, Field(title="Rho Relative")]
 
 
-MaxEvalTokens12 = TypeAliasType(
-    "MaxEvalTokens12", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
-)
-"""
-Refuse (or degrade) when the estimate is above this.
-"""
-
-
 MaxEvalTokens14 = TypeAliasType(
     "MaxEvalTokens14", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
@@ -554,8 +683,41 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature4 = TypeAliasType(
-    "Temperature4", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Type12 = TypeAliasType("Type12", Annotated[Literal["predicate"], Field(title="Type")])
+
+
+class PredicateAnswer(BaseModel):
+    name: Annotated[str | None, Field(title="Name")] = None
+    probability: Annotated[float, Field(title="Probability")]
+    type: Annotated[Literal["predicate"], Field(title="Type")] = "predicate"
+
+
+class PredicateQuestion(BaseModel):
+    """
+    Estimate how likely it is that a statement about the input is true.
+    """
+
+    instructions: Annotated[
+        str | list[Annotated[InputText | InputImage | InputJSON, Field(discriminator="type")]],
+        Field(title="Instructions"),
+    ]
+    name: Annotated[str | None, Field(title="Name")] = None
+    """
+    Echoed in the answer; unique if given.
+    """
+    type: Annotated[Literal["predicate"], Field(title="Type")]
+
+
+MaxEvalTokens16 = TypeAliasType(
+    "MaxEvalTokens16", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+Temperature6 = TypeAliasType(
+    "Temperature6", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -592,7 +754,7 @@ class ProcessRequest(BaseModel):
     """
     Judge steps in order and stop at the first below threshold.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens14 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens16 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -625,7 +787,7 @@ class ProcessRequest(BaseModel):
     How `response` is split.
     """
     steps: Annotated[list[str] | None, Field(title="Steps")] = None
-    temperature: Annotated[Temperature4 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature6 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -637,6 +799,14 @@ class ProcessRequest(BaseModel):
     """
     model: the model judges (with the reference in its prompt, if given); rule: the answer is compared with the reference by rule, no engine call (undecided = score null); hybrid: the rule where it decides, else the model. Default: hybrid with a reference, model without.
     """
+
+
+Ttl = TypeAliasType("Ttl", Annotated[Literal["30m"], Field(title="Ttl")])
+
+
+class PromptCacheOptions(BaseModel):
+    mode: Annotated[Literal["implicit", "explicit"] | None, Field(title="Mode")] = None
+    ttl: Annotated[Literal["30m"], Field(title="Ttl")] = "30m"
 
 
 class Readiness(BaseModel):
@@ -664,6 +834,24 @@ class ReasoningEffect(BaseModel):
     significant: Annotated[bool, Field(title="Significant")]
 
 
+Type14 = TypeAliasType("Type14", Annotated[Literal["refusal"], Field(title="Type")])
+
+
+class RefusalAnswer(BaseModel):
+    """
+    No answer to this question (its prompt does not fit the model, or its labels got less
+    probability than min_label_probability); the other questions are answered.
+    """
+
+    name: Annotated[str | None, Field(title="Name")] = None
+    type: Annotated[Literal["refusal"], Field(title="Type")] = "refusal"
+
+
+class RefusalPart(BaseModel):
+    refusal: Annotated[str, Field(title="Refusal")]
+    type: Annotated[Literal["refusal"], Field(title="Type")]
+
+
 class Regression(BaseModel):
     coefficients: Annotated[dict[str, dict[str, float | None]], Field(title="Coefficients")]
     converged: Annotated[bool | None, Field(title="Converged")] = None
@@ -681,16 +869,16 @@ class RerankMeta(BaseModel):
     billed_units: Annotated[dict[str, int], Field(title="Billed Units")]
 
 
-MaxEvalTokens16 = TypeAliasType(
-    "MaxEvalTokens16", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens18 = TypeAliasType(
+    "MaxEvalTokens18", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature6 = TypeAliasType(
-    "Temperature6", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature8 = TypeAliasType(
+    "Temperature8", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -722,7 +910,7 @@ class RerankRequest(BaseModel):
     What counts as correct (rubric text); shown to the model.
     """
     documents: Annotated[list[str | RerankDocument], Field(min_length=1, title="Documents")]
-    max_eval_tokens: Annotated[MaxEvalTokens16 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens18 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -758,7 +946,7 @@ class RerankRequest(BaseModel):
     """
     How `response` is split.
     """
-    temperature: Annotated[Temperature6 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature8 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -773,8 +961,8 @@ class RerankRequest(BaseModel):
     """
 
 
-ReasoningTokens5 = TypeAliasType(
-    "ReasoningTokens5", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+ReasoningTokens7 = TypeAliasType(
+    "ReasoningTokens7", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
 )
 """
 Default VERIFIER_REWARD__REASONING_TOKENS.
@@ -807,7 +995,7 @@ class RewardRequest(BaseModel):
     """
     Prompt + response, decoded.
     """
-    reasoning_tokens: Annotated[ReasoningTokens5 | None, Field(title="Reasoning Tokens")] = None
+    reasoning_tokens: Annotated[ReasoningTokens7 | None, Field(title="Reasoning Tokens")] = None
     """
     Default VERIFIER_REWARD__REASONING_TOKENS.
     """
@@ -863,16 +1051,50 @@ class SampleJudgment(BaseModel):
     score: Annotated[float, Field(title="Score")]
 
 
-MaxEvalTokens18 = TypeAliasType(
-    "MaxEvalTokens18", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+Type16 = TypeAliasType("Type16", Annotated[Literal["score"], Field(title="Type")])
+
+
+class ScoreLevel(BaseModel):
+    description: Annotated[str | None, Field(title="Description")] = None
+    label: Annotated[str, Field(title="Label")]
+
+
+class ScoreProbability(BaseModel):
+    label: Annotated[str, Field(title="Label")]
+    probability: Annotated[float, Field(title="Probability")]
+    value: Annotated[int, Field(title="Value")]
+    """
+    The level's index: 0 for the first level.
+    """
+
+
+class ScoreQuestion(BaseModel):
+    """
+    Rate the input against ordered levels; level i is read as the digit i.
+    """
+
+    instructions: Annotated[
+        str | list[Annotated[InputText | InputImage | InputJSON, Field(discriminator="type")]],
+        Field(title="Instructions"),
+    ]
+    levels: Annotated[list[ScoreLevel], Field(title="Levels")]
+    name: Annotated[str | None, Field(title="Name")] = None
+    """
+    Echoed in the answer; unique if given.
+    """
+    type: Annotated[Literal["score"], Field(title="Type")]
+
+
+MaxEvalTokens20 = TypeAliasType(
+    "MaxEvalTokens20", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature8 = TypeAliasType(
-    "Temperature8", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature10 = TypeAliasType(
+    "Temperature10", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -903,7 +1125,7 @@ class ScoreRequest(BaseModel):
     """
     What counts as correct (rubric text); shown to the model.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens18 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens20 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -938,7 +1160,7 @@ class ScoreRequest(BaseModel):
     """
     How `response` is split.
     """
-    temperature: Annotated[Temperature8 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature10 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -977,8 +1199,8 @@ class SplitInfo(BaseModel):
     method_used: Annotated[Literal["heuristic", "model", "given"], Field(title="Method Used")]
 
 
-MaxEvalTokens20 = TypeAliasType(
-    "MaxEvalTokens20", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens22 = TypeAliasType(
+    "MaxEvalTokens22", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -994,7 +1216,7 @@ class SplitRequest(BaseModel):
     """
     refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens20 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens22 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1154,6 +1376,41 @@ class CalibrationResponse(BaseModel):
     usage: Usage
 
 
+class ChoiceAnswer(BaseModel):
+    choice: Annotated[str | bool, Field(title="Choice")]
+    confidence: Annotated[float, Field(title="Confidence")]
+    """
+    The probability of the chosen value.
+    """
+    name: Annotated[str | None, Field(title="Name")] = None
+    passes: Annotated[int, Field(title="Passes")] = 1
+    """
+    Extension: the reads averaged (cyclic orders of the choices x samples).
+    """
+    probabilities: Annotated[list[ChoiceProbability], Field(title="Probabilities")]
+    """
+    One per choice, in their order.
+    """
+    type: Annotated[Literal["choice"], Field(title="Type")] = "choice"
+
+
+class ChoiceQuestion(BaseModel):
+    """
+    Choose from the supplied options; read as the letters A, B, ... in the given order.
+    """
+
+    choices: Annotated[list[ChoiceOption], Field(title="Choices")]
+    instructions: Annotated[
+        str | list[Annotated[InputText | InputImage | InputJSON, Field(discriminator="type")]],
+        Field(title="Instructions"),
+    ]
+    name: Annotated[str | None, Field(title="Name")] = None
+    """
+    Echoed in the answer; unique if given.
+    """
+    type: Annotated[Literal["choice"], Field(title="Type")]
+
+
 class ClassificationResponse(BaseModel):
     budget: BudgetInfo | None = None
     created: Annotated[int | None, Field(title="Created")] = None
@@ -1162,6 +1419,52 @@ class ClassificationResponse(BaseModel):
     model: Annotated[str, Field(title="Model")]
     object: Annotated[str, Field(title="Object")] = "list"
     usage: PoolingUsage
+
+
+class CustomToolCallOutput(BaseModel):
+    call_id: Annotated[str, Field(title="Call Id")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    output: Annotated[
+        str | list[Annotated[InputText | InputImage, Field(discriminator="type")]],
+        Field(title="Output"),
+    ]
+    status: Annotated[
+        Literal["in_progress", "completed", "incomplete"] | None, Field(title="Status")
+    ] = None
+    type: Annotated[Literal["custom_tool_call_output"], Field(title="Type")]
+
+
+class DecisionUsage(BaseModel):
+    """
+    OpenAI's usage fields, then this service's (every route reports the latter).
+    """
+
+    cached_judgments: Annotated[int, Field(title="Cached Judgments")] = 0
+    """
+    Judgments answered from the judgment cache (no tokens spent).
+    """
+    cached_tokens: Annotated[int, Field(title="Cached Tokens")] = 0
+    engine_calls: Annotated[int, Field(title="Engine Calls")] = 0
+    generated_tokens: Annotated[int, Field(title="Generated Tokens")] = 0
+    input_tokens: Annotated[int, Field(title="Input Tokens")] = 0
+    input_tokens_details: InputTokensDetails | None = None
+    output_tokens: Annotated[int, Field(title="Output Tokens")] = 0
+    output_tokens_details: OutputTokensDetails | None = None
+    prompt_tokens: Annotated[int, Field(title="Prompt Tokens")] = 0
+    total_tokens: Annotated[int, Field(title="Total Tokens")] = 0
+
+
+class FunctionCallOutput(BaseModel):
+    call_id: Annotated[str, Field(title="Call Id")]
+    id: Annotated[str | None, Field(title="Id")] = None
+    output: Annotated[
+        str | list[Annotated[InputText | InputImage, Field(discriminator="type")]],
+        Field(title="Output"),
+    ]
+    status: Annotated[
+        Literal["in_progress", "completed", "incomplete"] | None, Field(title="Status")
+    ] = None
+    type: Annotated[Literal["function_call_output"], Field(title="Type")]
 
 
 class HTTPValidationError(BaseModel):
@@ -1209,7 +1512,7 @@ class MCQBatchRequest(BaseModel):
     popdebias: remove a popularity prior (needs popularity and a calibration or popdebias_lambda); pride: remove an option-letter prior (needs a calibration); contextual: divide by the letter probabilities on content-free inputs.
     """
     items: Annotated[list[MCQItem], Field(min_length=1, title="Items")]
-    max_eval_tokens: Annotated[MaxEvalTokens8 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens10 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1228,6 +1531,26 @@ class MCQBatchResponse(BaseModel):
     model: Annotated[str, Field(title="Model")]
     results: Annotated[list[MCQAnswer], Field(title="Results")]
     usage: Usage
+
+
+class Message(BaseModel):
+    """
+    A user, developer, system or assistant message (one model: the role decides its parts).
+    """
+
+    content: Annotated[
+        str
+        | list[
+            Annotated[
+                InputText | InputImage | InputJSON | OutputText | RefusalPart,
+                Field(discriminator="type"),
+            ]
+        ],
+        Field(title="Content"),
+    ]
+    phase: Annotated[Literal["commentary", "final_answer"] | None, Field(title="Phase")] = None
+    role: Annotated[Literal["user", "developer", "system", "assistant"], Field(title="Role")]
+    type: Annotated[Literal["message"], Field(title="Type")] = "message"
 
 
 class OutcomeResponse(BaseModel):
@@ -1300,7 +1623,7 @@ class PopMCQRequest(BaseModel):
     """
     How popdebias fits lambda on the calibration split (docs/methods.md B.5). question_free (label-free): S1-S5 items with their question hidden, so knowing the answer cannot bend the fit; items (label-free): the S1 items as asked, whose distractors are drawn independently of popularity; grid: the lambda in [0, 10] with the best accuracy on the calibration items (uses their labels). A fitted lambda below 0 is applied as 0 and reported (lambda_raw, clipped).
     """
-    max_eval_tokens: Annotated[MaxEvalTokens12 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens14 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1401,6 +1724,20 @@ class RewardResponse(BaseModel):
     usage: Usage | None = None
 
 
+class ScoreAnswer(BaseModel):
+    confidence: Annotated[float, Field(title="Confidence")]
+    """
+    The probability of the most likely level.
+    """
+    name: Annotated[str | None, Field(title="Name")] = None
+    probabilities: Annotated[list[ScoreProbability], Field(title="Probabilities")]
+    score: Annotated[float, Field(title="Score")]
+    """
+    The expected level index, sum of value * probability.
+    """
+    type: Annotated[Literal["score"], Field(title="Type")] = "score"
+
+
 class ScoreResponse(BaseModel):
     alpha: Annotated[float, Field(title="Alpha")]
     budget: BudgetInfo | None = None
@@ -1429,6 +1766,110 @@ class AuditResponse(BaseModel):
     summary: AuditSummary
     tokens_by_condition: Annotated[dict[str, int], Field(title="Tokens By Condition")]
     usage: Usage
+
+
+class DecisionRequest(BaseModel):
+    """
+    POST /v1/decisions (the SDK's ``DecisionCreateParams``, then this service's options).
+    """
+
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    A calibration of this tenant (POST /v1/mcq/calibrations).
+    """
+    debias: Annotated[Literal["none", "pride", "contextual"], Field(title="Debias")] = "none"
+    """
+    Extension, choice questions: remove the letter-label prior from every read (docs/methods.md F.4). pride: with a PriDe calibration (calibration_id) fitted for the question's number of choices; contextual: divide by the letter probabilities of content-free reads in this prompt format (3 more reads per number of choices), or by a stored contextual calibration's.
+    """
+    input: Annotated[
+        str
+        | list[Message | FunctionCall | FunctionCallOutput | CustomToolCall | CustomToolCallOutput],
+        Field(title="Input"),
+    ]
+    """
+    A text, or an ordered list of messages, function calls and their outputs, custom tool calls and their outputs (an agent's trajectory).
+    """
+    max_eval_tokens: Annotated[MaxEvalTokens6 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    min_label_probability: Annotated[
+        float, Field(ge=0.0, le=1.0, title="Min Label Probability")
+    ] = 0.0
+    """
+    Extension: a question whose labels get less total probability than this at the answer slot (the model wanted to say something else) is answered with a refusal. 0: never.
+    """
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
+    """
+    Extension. direct: read each question's labels at once; reasoning: the model first thinks within reasoning_tokens, then its labels are read after 'Answer:' (docs/methods.md F.5).
+    """
+    model: Annotated[str, Field(title="Model")]
+    """
+    Accepted as sent; the served model answers.
+    """
+    permutations: Annotated[int, Field(ge=1, le=26, title="Permutations")] = 1
+    """
+    Extension, choice questions: read each under this many cyclic orders of its choices (at most one per choice) and average each value's probability over them (docs/methods.md F.3). Each answer's `passes` says how many reads it averages.
+    """
+    prompt_cache_key: Annotated[str | None, Field(title="Prompt Cache Key")] = None
+    """
+    Accepted; vLLM's prefix cache matches by content.
+    """
+    prompt_cache_options: PromptCacheOptions | None = None
+    questions: Annotated[
+        list[
+            Annotated[
+                PredicateQuestion | ChoiceQuestion | ScoreQuestion,
+                Field(discriminator="type"),
+            ]
+        ],
+        Field(title="Questions"),
+    ]
+    """
+    1-64 predicate, choice or score questions; answers come back in the same order.
+    """
+    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
+    """
+    Extension: the thinking budget per read (reasoning).
+    """
+    safety_identifier: Annotated[str | None, Field(title="Safety Identifier")] = None
+    """
+    Accepted, not used.
+    """
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Extension: sampled thoughts per read (reasoning); probabilities averaged.
+    """
+    seed: Annotated[int | None, Field(title="Seed")] = None
+    """
+    Base seed; sample i uses seed + i.
+    """
+    temperature: Annotated[Temperature2 | None, Field(title="Temperature")] = None
+    """
+    Thinking temperature; default 0 for one sample, 0.7 for several.
+    """
+
+
+class DecisionResponse(BaseModel):
+    answers: Annotated[
+        list[
+            Annotated[
+                PredicateAnswer | ChoiceAnswer | ScoreAnswer | RefusalAnswer,
+                Field(discriminator="type"),
+            ]
+        ],
+        Field(title="Answers"),
+    ]
+    """
+    In question order.
+    """
+    budget: BudgetInfo | None = None
+    model: Annotated[str, Field(title="Model")]
+    usage: DecisionUsage
 
 
 class RerankResponse(BaseModel):
