@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from service.engine.base import Engine, GenerateCall, OptionCall, OptionResult, TokenUsage
-from service.errors import InvalidRequest, UnknownCalibration
+from service.errors import InvalidRequest
 from service.protocol.decisions import (
     Answer,
     ChoiceAnswer,
@@ -43,8 +43,7 @@ from service.protocol.decisions import (
 from service.protocol.mcq import Calibration
 from service.scoring import debias
 from service.scoring import decisions as scoring
-from service.serving.context import current_tenant
-from service.serving.mcq import check_calibration
+from service.serving.mcq import stored_calibration
 from service.stores.calibrations import CalibrationStore
 
 # A choice read's letter probabilities -> debiased (identity without debias).
@@ -135,16 +134,9 @@ class DecisionServing:
 
     async def _calibration(self, req: DecisionRequest) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
-        if req.calibration_id is None:
-            return None
-        cal = await self._calibrations.get(current_tenant.get(), req.calibration_id)
-        if cal is None:
-            raise UnknownCalibration(
-                f"no calibration {req.calibration_id!r} for this tenant; list yours with GET "
-                "/v1/mcq/calibrations"
-            )
-        check_calibration(cal, req.debias, req.choice_counts, self._model)
-        return cal
+        return await stored_calibration(
+            self._calibrations, req.calibration_id, req.debias, req.choice_counts, self._model
+        )
 
     def _label_ids(self, index: int, spec: scoring.QuestionSpec) -> list[list[int]]:
         key = scoring.labels(spec)

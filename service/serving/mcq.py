@@ -36,6 +36,27 @@ from service.serving.context import current_tenant
 from service.stores.calibrations import CalibrationStore, new_calibration_id
 
 
+async def stored_calibration(
+    store: CalibrationStore,
+    calibration_id: str | None,
+    method: str,
+    ks: Sequence[int],
+    model: str,
+) -> Calibration | None:
+    """The tenant's calibration ``calibration_id`` (None without one), checked against the
+    request's method, K and the served model (422 when it does not fit or does not exist)."""
+    if calibration_id is None:
+        return None
+    cal = await store.get(current_tenant.get(), calibration_id)
+    if cal is None:
+        raise UnknownCalibration(
+            f"no calibration {calibration_id!r} for this tenant; list yours with GET "
+            "/v1/mcq/calibrations"
+        )
+    check_calibration(cal, method, ks, model)
+    return cal
+
+
 class MCQServing:
     """Serves /v1/mcq/answer, /v1/mcq/answer/batch and fits /v1/mcq/calibrations."""
 
@@ -61,16 +82,9 @@ class MCQServing:
 
     async def calibration_for(self, opts: MCQOptions, ks: Sequence[int]) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
-        if opts.calibration_id is None:
-            return None
-        cal = await self._calibrations.get(current_tenant.get(), opts.calibration_id)
-        if cal is None:
-            raise UnknownCalibration(
-                f"no calibration {opts.calibration_id!r} for this tenant; list yours with GET "
-                "/v1/mcq/calibrations"
-            )
-        check_calibration(cal, opts.debias, ks, self._model)
-        return cal
+        return await stored_calibration(
+            self._calibrations, opts.calibration_id, opts.debias, ks, self._model
+        )
 
     async def _answer_items(
         self,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from collections.abc import AsyncIterator
@@ -16,21 +15,16 @@ from openai.types.decision import Decision
 from pydantic import ValidationError
 
 from service.api.deps import AppState
-from service.app import create_app
-from service.config import Settings
 from service.engine import base
 from service.errors import CalibrationMismatch, InvalidRequest, UnknownCalibration
 from service.protocol.decisions import MAX_CHOICES, MAX_QUESTIONS, DecisionRequest
-from service.queue.local import LocalQueue
-from service.queue.worker import Worker
 from service.scoring import decisions as scoring
 from service.scoring.prompts import token_variants
 from service.scoring.tokenizer import encode
 from service.serving.budget import estimate
 from service.serving.decisions import DecisionServing, input_blocks, question_spec
-from service.serving.handler import JobRunner
-from service.serving.services import Services
 from service.stores.calibrations import MemoryCalibrations
+from tests.support.apps import app_with_worker
 from tests.support.fakes import FakeEngine
 
 IMAGE = {"type": "input_image", "image_url": "https://example.com/a.png"}
@@ -327,18 +321,8 @@ def test_the_budget_estimate_covers_the_prompts(tokenizer: Any) -> None:
 
 @pytest.fixture
 async def app(tokenizer: Any) -> AsyncIterator[FastAPI]:
-    settings = Settings()
-    app = create_app(settings, run_worker=False)
-    state: AppState = app.state.svc
-    queue = LocalQueue(settings.queue)
-    services = Services.build(FakeEngine(tokenizer), "fake-model")
-    worker = Worker(queue, JobRunner(services), settings.queue, block_ms=10)
-    task = asyncio.create_task(worker.run())
-    state.queue, state.status = queue, "ready"
-    yield app
-    worker.stop()
-    await asyncio.wait_for(task, 10)
-    await queue.close()
+    async with app_with_worker(FakeEngine(tokenizer)) as app:
+        yield app
 
 
 async def test_http_answers_and_refuses_before_queueing(app: FastAPI) -> None:

@@ -4,7 +4,6 @@ label."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,12 +12,7 @@ import pytest
 from fastapi import FastAPI
 
 from service.api.deps import AppState
-from service.app import create_app
-from service.config import Settings
-from service.queue.local import LocalQueue
-from service.queue.worker import Worker
-from service.serving.handler import JobRunner
-from service.serving.services import Services
+from tests.support.apps import app_with_worker
 from tests.support.fakes import FakeEngine
 
 Q = "What is 3 * (2 + 4)?"
@@ -27,18 +21,8 @@ DOCS = ["2 + 4 = 6, and 3 * 6 = 18.", "18"]
 
 @pytest.fixture
 async def app(tokenizer: Any) -> AsyncIterator[FastAPI]:
-    settings = Settings()
-    app = create_app(settings, run_worker=False)
-    state: AppState = app.state.svc
-    queue = LocalQueue(settings.queue)
-    services = Services.build(FakeEngine(tokenizer), "fake-model")
-    worker = Worker(queue, JobRunner(services), settings.queue, block_ms=10)
-    task = asyncio.create_task(worker.run())
-    state.queue, state.status = queue, "ready"
-    yield app
-    worker.stop()
-    await asyncio.wait_for(task, 10)
-    await queue.close()
+    async with app_with_worker(FakeEngine(tokenizer)) as app:
+        yield app
 
 
 def calls_by_endpoint(app: FastAPI) -> dict[str, float]:

@@ -1,0 +1,37 @@
+"""The app with a local queue and an in-process worker over a given engine: the HTTP tests of
+the fast tier (routes, validation, the job pipeline) without a server process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from service.api.deps import AppState
+from service.app import create_app
+from service.config import Settings
+from service.engine.base import Engine
+from service.queue.local import LocalQueue
+from service.queue.worker import Worker
+from service.serving.handler import JobRunner
+from service.serving.services import Services
+
+
+@asynccontextmanager
+async def app_with_worker(engine: Engine, name: str = "fake-model") -> AsyncIterator[FastAPI]:
+    settings = Settings()
+    app = create_app(settings, run_worker=False)
+    state: AppState = app.state.svc
+    queue = LocalQueue(settings.queue)
+    services = Services.build(engine, name)
+    worker = Worker(queue, JobRunner(services), settings.queue, block_ms=10)
+    task = asyncio.create_task(worker.run())
+    state.queue, state.status = queue, "ready"
+    try:
+        yield app
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 10)
+        await queue.close()
