@@ -148,13 +148,12 @@ class SlotLogits:
 @dataclass(frozen=True, slots=True)
 class PoolCall:
     """One pooling read (reward models and PRMs): ``classify`` returns one row of class
-    logits for the sequence, ``token_classify`` one row per token (at the step tags only when
-    ``step_tag_id`` is set). ``use_activation=False`` returns raw logits."""
+    logits for the sequence, ``token_classify`` one row per token (a PRM's engine keeps the
+    rows at its step tag only). ``use_activation=False`` returns raw logits."""
 
     prompt_ids: Sequence[int]
     task: str
     use_activation: bool | None = False  # None: the model's default (on)
-    step_tag_id: int | None = None
 
 
 @dataclass(slots=True)

@@ -32,12 +32,13 @@ from service.engine.device import detect_device, resolve_dtype
 from service.engine.reaper import start_reaper
 from service.engine.vllm_engine import (
     CPU_BLOCK_SIZE,
+    check_vllm_health,
     configure_vllm_env,
     engine_dtype,
     run_vllm_call,
     shutdown_vllm,
 )
-from service.errors import EngineFailure, NotServedByModel
+from service.errors import NotServedByModel
 from service.scoring.pooled import EngineKind, PoolingTask, step_tag_of, task_of
 from service.scoring.tokenizer import Tokenizer, encode
 
@@ -93,12 +94,6 @@ class PoolingEngine:
         self._llm = llm
         self._tokenizer = tokenizer
         self._info = info
-        self._tag_id: int | None = None
-        if info.step_tag is not None:
-            ids = encode(tokenizer, info.step_tag)
-            if len(ids) != 1:
-                raise ValueError(f"step tag {info.step_tag!r} is {len(ids)} tokens, not 1")
-            self._tag_id = ids[0]
 
     @classmethod
     def start(
@@ -154,10 +149,6 @@ class PoolingEngine:
     def tokenizer(self) -> Tokenizer:
         return self._tokenizer
 
-    @property
-    def step_tag_id(self) -> int | None:
-        return self._tag_id
-
     def model_info(self) -> ModelInfo:
         return self._info
 
@@ -187,7 +178,6 @@ class PoolingEngine:
         params = PoolingParams(
             task=call.task,  # type: ignore[arg-type]
             use_activation=call.use_activation,
-            step_tag_id=call.step_tag_id,
         )
         stream = self._llm.encode(
             TokensPrompt(prompt_token_ids=list(call.prompt_ids)), params, uuid.uuid4().hex
@@ -223,10 +213,7 @@ class PoolingEngine:
         self._refuse("reading span log-probabilities")
 
     async def check_health(self) -> None:
-        try:
-            await self._llm.check_health()
-        except Exception as exc:
-            raise EngineFailure(f"engine unhealthy: {exc}") from exc
+        await check_vllm_health(self._llm)
 
     async def shutdown(self) -> None:
         await shutdown_vllm(self._llm)

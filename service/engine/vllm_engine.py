@@ -116,6 +116,13 @@ async def run_vllm_call(llm: Any, stream: AsyncIterator[Any]) -> Any:
     return final
 
 
+async def check_vllm_health(llm: Any) -> None:
+    try:
+        await llm.check_health()
+    except Exception as exc:  # vLLM's own tree; the health loop sees one error type
+        raise EngineFailure(f"engine unhealthy: {exc}") from exc
+
+
 async def shutdown_vllm(llm: Any) -> None:
     """Stop an engine; gives up after ``SHUTDOWN_TIMEOUT_S`` so a process can still exit.
 
@@ -459,10 +466,7 @@ class VLLMEngine:
         return list(await asyncio.gather(*(self._span_one(c) for c in calls)))
 
     async def check_health(self) -> None:
-        try:
-            await self._llm.check_health()
-        except Exception as exc:
-            raise EngineFailure(f"engine unhealthy: {exc}") from exc
+        await check_vllm_health(self._llm)
 
     async def pool(self, calls: Sequence[PoolCall]) -> list[PoolResult]:
         raise NotServedByModel(

@@ -16,7 +16,6 @@ from service.protocol import OutcomeRequest, OutcomeResponse, ProcessRequest, Us
 from service.protocol.judge import JudgeOptions, ReferenceOptions
 from service.scoring import pooled
 from service.scoring.outcome import sigmoid, verdict
-from service.scoring.tokenizer import encode
 from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing, SplitServing, StepJudgments
 from service.serving.rules import RuleVerifier
@@ -52,9 +51,6 @@ class PooledReader:
         self._tag = info.step_tag
         self._system = system_prompt
         self._positive = positive_class
-        self._tag_id: int | None = None
-        if self._tag is not None:
-            (self._tag_id,) = encode(engine.tokenizer, self._tag)
 
     def _logit(self, row: Sequence[float]) -> float:
         try:
@@ -72,7 +68,8 @@ class PooledReader:
             raise InvalidRequest(str(exc)) from exc
 
     async def _rows(self, ids: Sequence[int]) -> tuple[list[list[float]], TokenUsage]:
-        call = PoolCall(ids, self._task, use_activation=False, step_tag_id=self._tag_id)
+        # A PRM's engine returns the rows at its step tag only (the pooler's step_tag_id).
+        call = PoolCall(ids, self._task, use_activation=False)
         (res,) = await self._engine.pool([call])
         return res.rows, res.usage
 
