@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from service.protocol.audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
 from service.protocol.base import Metered
+from service.protocol.compare import CompareRequest, CompareResponse
 from service.protocol.decisions import DecisionRequest, DecisionResponse
 from service.protocol.judge import (
     OutcomeRequest,
@@ -61,6 +62,7 @@ JobKind = Literal[
     "classify",
     "pooling",
     "decision",
+    "compare",
 ]
 
 JOB_KINDS: Final[tuple[JobKind, ...]] = get_args(JobKind)
@@ -112,6 +114,7 @@ JOBS: Final[Mapping[JobKind, JobSpec]] = for_every_kind(
             JobSpec("classify", ClassifyRequest, ClassificationResponse),
             JobSpec("pooling", PoolingRequest, PoolingResponse),
             JobSpec("decision", DecisionRequest, DecisionResponse),
+            JobSpec("compare", CompareRequest, CompareResponse),
         )
     },
     "job spec",

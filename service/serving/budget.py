@@ -10,7 +10,10 @@ makes (see ``service/serving``):
 - process, single_pass: one prefill of the whole conversation, 1 generated;
 - model split: one copy call (the response as prompt, about 1.25x the response generated);
 - decision: one label read per question and cyclic order, each on the input plus that
-  question; in reasoning mode a thought call before each read, per sample.
+  question; in reasoning mode a thought call before each read, per sample;
+- compare: one letter read per order shown (pairwise: every pair, in both orders by default;
+  listwise: every cyclic order by default), each on the question and the responses shown; with
+  reasoning_tokens a written comparison before each read, per sample.
 
 It is an upper-ish bound for realistic text, not a guarantee: operators reconcile quotas with
 the ``actual`` usage recorded after the run (``service.stores.auth.settle``).
@@ -42,6 +45,7 @@ from service.protocol import (
     SplitRequest,
 )
 from service.protocol.audit import AuditRequest, PopMCQRequest
+from service.protocol.compare import CompareRequest, CompareSpec
 from service.protocol.decisions import DecisionRequest
 from service.protocol.jobs import JOBS, JobKind, for_every_kind
 from service.protocol.mcq import (
@@ -54,6 +58,7 @@ from service.protocol.mcq import (
 from service.protocol.pooling import ClassifyRequest, PoolingRequest
 from service.protocol.reward import RewardRequest
 from service.scoring import splitting
+from service.scoring.compare import read_orders
 from service.scoring.decisions import QuestionSpec, content_free
 from service.serving.decisions import THOUGHT_TAIL, input_blocks, passes, question_spec
 
@@ -126,6 +131,10 @@ POOLING_CHAT_OVERHEAD: Final = 40
 DECISION_OVERHEAD: Final = 70  # system, input fence, chat template, "Answer:"; measured 58
 DECISION_ITEM_OVERHEAD: Final = 8  # an input item's "[role]" header and blank line; measured 5
 DECISION_QUESTION_OVERHEAD: Final = 40  # "Question:", task lines; measured <= 36
+# /v1/judge/compare: system, question fence, task, chat template, "Answer:"; per response shown
+# its lettered fence and blank line.
+COMPARE_OVERHEAD: Final = 130  # measured 106 direct, 122 with reasoning_tokens
+COMPARE_RESPONSE_OVERHEAD: Final = 14  # measured 12 (2 to 26 responses)
 DECISION_OPTION_OVERHEAD: Final = 8  # "A. ", newline, " (...)" of a description; measured <= 7
 # With a reference: the longer system text, the reference fence (and a criteria fence and
 # note), on top of the text's own tokens.
@@ -447,6 +456,35 @@ def _decision(req: DecisionRequest) -> Estimate:
     return total
 
 
+def _comparison(
+    context: int,
+    texts: Sequence[str],
+    spec: CompareSpec,
+    reasoning_tokens: int | None,
+    samples: int,
+) -> Estimate:
+    """One read per order (samples each); a read holds the context and the responses shown."""
+    n = len(texts)
+    sizes = [estimate_text_tokens(t) + COMPARE_RESPONSE_OVERHEAD for t in texts]
+    orders = read_orders(n, spec.mode, spec.resolved_debias(), spec.permutations or n)
+    total = ZERO
+    for order in orders:
+        prompt = COMPARE_OVERHEAD + context + sum(sizes[i] for i in order)
+        read = Estimate.of(prompt, 1, 1)
+        if reasoning_tokens is not None:  # a written comparison, then the read re-reads it
+            r = reasoning_tokens
+            read = Estimate.of(prompt + prompt + r + THOUGHT_TAIL, r + 1, 2).times(samples)
+        total += read
+    return total
+
+
+def _compare(req: CompareRequest) -> Estimate:
+    context = estimate_text_tokens(req.question) + _reference(req.reference, req.criteria)
+    if req.reference is None and req.criteria is not None:
+        context += REFERENCE_OVERHEAD + estimate_text_tokens(req.criteria)
+    return _comparison(context, req.responses, req, req.reasoning_tokens, req.samples)
+
+
 def _mcq_answer(req: MCQAnswerRequest) -> Estimate:
     return _mcq_items([req], req)
 
@@ -484,6 +522,7 @@ ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
         "classify": _pooling_request,
         "pooling": _pooling_request,
         "decision": _decision,
+        "compare": _compare,
     },
     "estimator",
 )
@@ -519,10 +558,14 @@ class BudgetPlan:
 
 def _degradable(req: BaseModel) -> bool:
     """Whether lowering to direct with one sample would change (and cheapen) the request."""
+    if isinstance(req, CompareRequest):
+        return req.reasoning
     return getattr(req, "mode", None) == "reasoning" or getattr(req, "samples", 1) > 1
 
 
 def _degrade(req: BaseModel) -> BaseModel:
+    if isinstance(req, CompareRequest):
+        return req.degraded()
     # Re-validated (not model_copy) so the model validators check the lowered request too.
     return type(req).model_validate({**req.model_dump(), "mode": "direct", "samples": 1})
 

@@ -42,6 +42,7 @@ RUNS: Final[Mapping[JobKind, Run]] = for_every_kind(
         "classify": lambda s, r: s.pooling.classify(r),
         "pooling": lambda s, r: s.pooling.pooling(r),
         "decision": lambda s, r: s.decisions.decide(r),
+        "compare": lambda s, r: s.compare.compare(r),
     },
     "handler",
 )

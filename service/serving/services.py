@@ -13,6 +13,7 @@ from service.engine.base import Engine
 from service.ops.aio import CLOSE_TIMEOUT_S, bounded
 from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
+from service.serving.compare import CompareServing
 from service.serving.decisions import DecisionServing
 from service.serving.mcq import MCQServing
 from service.serving.outcome import OutcomeServing
@@ -42,6 +43,7 @@ class Services:
     pooling: PoolingServing
     rules: RuleVerifier
     decisions: DecisionServing
+    compare: CompareServing
     judgments: JudgmentStore | None = None
 
     @classmethod
@@ -89,6 +91,7 @@ class Services:
             pooling=PoolingServing(engine, model_name),
             rules=verifier,
             decisions=DecisionServing(engine, model_name, mcq_calibrations),
+            compare=CompareServing(engine, model_name, mcq_calibrations),
             judgments=judgments,
         )
 

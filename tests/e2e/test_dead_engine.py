@@ -60,6 +60,18 @@ def _exit_code(proc: Proc, timeout: float) -> int | None:
         return None
 
 
+def _ready_status(server: Proc, url: str) -> int:
+    """/ready's status; a server gone before it said 503 fails with its exit code and log."""
+    try:
+        return httpx.get(url + "/ready", timeout=5).status_code
+    except httpx.ConnectError:
+        code = _exit_code(server, 10)
+        raise AssertionError(
+            f"the server stopped listening before /ready said 503 (exit code {code}); its "
+            f"log ends:\n{server.log.read_text(errors='replace')[-4000:]}"
+        ) from None
+
+
 @pytest.fixture
 def cluster(model_dir: Path, tmp_path: Path) -> Iterator[Cluster]:
     port = free_port()
@@ -92,7 +104,7 @@ def test_in_process_server_notices_its_dead_engine(cluster: Cluster) -> None:
         _wait_inflight(port, pending)
         os.kill(_engine_core(server.popen.pid), signal.SIGKILL)
         killed = time.monotonic()
-        while httpx.get(url + "/ready", timeout=5).status_code != 503:
+        while _ready_status(server, url) != 503:
             assert time.monotonic() - killed < 15, "/ready still 200 15 s after the engine died"
             time.sleep(0.2)
         noticed = time.monotonic() - killed

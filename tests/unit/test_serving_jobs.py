@@ -373,6 +373,22 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
             "samples": 2,
         },
     ],
+    "compare": [
+        {"question": Q, "responses": [RESPONSE, "18", "The answer is 72."]},
+        {
+            "question": Q,
+            "responses": [RESPONSE, "18", "72", "I do not know."],
+            "mode": "listwise",
+            **REFERENCE,
+        },
+        {
+            "question": Q,
+            "responses": [RESPONSE, "18"],
+            "criteria": REFERENCE["criteria"],
+            "reasoning_tokens": 30,
+            "samples": 2,
+        },
+    ],
 }
 
 

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from service.api.deps import tenant_name
 from service.api.errors import ERRORS
 from service.api.limits import (
     check_counts,
     check_judge_options,
     check_many,
+    check_reasoning_tokens,
     check_reference,
+    check_reference_texts,
     check_texts,
 )
-from service.api.pipeline import JobDep
+from service.api.pipeline import JobCall, JobDep
+from service.errors import CalibrationMismatch, InvalidRequest, UnknownCalibration
 from service.protocol import (
     Metered,
     OutcomeRequest,
@@ -20,6 +24,8 @@ from service.protocol import (
     ProcessRequest,
     ProcessResponse,
 )
+from service.protocol.compare import CompareRequest, CompareResponse, CompareSpec
+from service.scoring.debias import calibration_mismatch
 
 router = APIRouter(prefix="/v1/judge", tags=["judge"], responses=ERRORS)
 
@@ -44,3 +50,40 @@ async def judge_process(req: ProcessRequest, job: JobDep) -> Metered:
     check_reference(limits, req)
     check_judge_options(limits, req)
     return await job.run("process", req)
+
+
+@router.post("/compare", response_model=CompareResponse)
+async def judge_compare(req: CompareRequest, job: JobDep) -> Metered:
+    """Compare responses to one question, pairwise or listwise, position bias removed
+    (docs/methods.md H)."""
+    limits = job.state.settings.limits
+    check_texts(limits, question=req.question)
+    check_many(limits, "responses", req.responses)
+    check_counts(limits, documents=len(req.responses))
+    check_reference_texts(limits, reference=req.reference, criteria=req.criteria)
+    if req.reasoning_tokens is not None:
+        check_reasoning_tokens(limits, req.reasoning_tokens)
+    if req.samples > limits.max_samples:
+        raise InvalidRequest(
+            f"samples={req.samples} is over the limit of {limits.max_samples} "
+            "(VERIFIER_LIMITS__MAX_SAMPLES)"
+        )
+    await check_compare_calibration(job, req, len(req.responses))
+    return await job.run("compare", req)
+
+
+async def check_compare_calibration(job: JobCall, spec: CompareSpec, n: int) -> None:
+    """Refuse a missing or unfit PriDe calibration before anything is queued or charged (the
+    worker checks again)."""
+    if spec.calibration_id is None:
+        return
+    cal = await job.state.calibrations.get(tenant_name(job.request), spec.calibration_id)
+    if cal is None:
+        raise UnknownCalibration(
+            f"no calibration {spec.calibration_id!r} for this tenant; list yours with GET "
+            "/v1/mcq/calibrations"
+        )
+    fitted = (cal.method, cal.k, cal.model)
+    why = calibration_mismatch(cal.id, fitted, "pride", [n], job.state.settings.model_name)
+    if why is not None:
+        raise CalibrationMismatch(why)

@@ -1,0 +1,230 @@
+"""Wire models of ``POST /v1/judge/compare`` (docs/methods.md H) and the compare options that
+``/v1/score``, ``/v1/rerank`` and ``/get_reward`` take with ``method: "compare"``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
+from service.scoring.compare import LABELS, CompareAggregation, CompareDebias, CompareMode
+
+MIN_RESPONSES = 2
+MAX_LIST = len(LABELS)  # a list read letters its responses A-Z
+# Reads of one request (orders x samples), as for decisions: vLLM's default batch of 256
+# sequences. Pairwise with both orders reads n(n-1) orders: 16 responses are 240 reads.
+MAX_READS = 256
+
+DEBIAS_OF: dict[CompareMode, tuple[CompareDebias, ...]] = {
+    "pairwise": ("swap", "none"),
+    "listwise": ("permute", "pride", "none"),
+}
+AGGREGATIONS_OF: dict[CompareMode, tuple[CompareAggregation, ...]] = {
+    "pairwise": ("bradley_terry", "win_rate"),
+    "listwise": ("mean_probability", "bradley_terry", "win_rate"),
+}
+
+
+class CompareSpec(ServiceModel):
+    """How responses are compared: the fields of /v1/judge/compare, and the ``compare``
+    object of /v1/score, /v1/rerank and /get_reward with ``method: "compare"``."""
+
+    mode: CompareMode = Field(
+        default="pairwise",
+        description="pairwise: every pair read (in both orders by default); listwise: all "
+        "responses in one prompt, 'which is best' read over their letters.",
+    )
+    aggregation: CompareAggregation | None = Field(
+        default=None,
+        description="pairwise: bradley_terry (default) or win_rate; listwise: mean_probability "
+        "(default), or either of those over the listwise preference matrix.",
+    )
+    debias: CompareDebias | None = Field(
+        default=None,
+        description="Position debiasing. pairwise: swap (default: both orders of every pair) "
+        "or none; listwise: permute (default: cyclic orders), pride (a stored letter prior, "
+        "one read) or none.",
+    )
+    permutations: int | None = Field(
+        default=None,
+        ge=1,
+        description="listwise with permute: cyclic orders read (default: one per response, "
+        "so every response is shown at every letter once).",
+    )
+    calibration_id: str | None = Field(
+        default=None,
+        description="listwise with pride: a PriDe calibration fitted on items with as many "
+        "options as there are responses (POST /v1/mcq/calibrations).",
+    )
+
+    def resolved_debias(self) -> CompareDebias:
+        return self.debias or DEBIAS_OF[self.mode][0]
+
+    def resolved_aggregation(self) -> CompareAggregation:
+        return self.aggregation or AGGREGATIONS_OF[self.mode][0]
+
+    def check_compare(self, n: int, samples: int, where: str = "responses") -> None:
+        """A ``ValueError`` naming the field for an option that does not fit ``n`` responses."""
+        mode = self.mode
+        if self.debias is not None and self.debias not in DEBIAS_OF[mode]:
+            raise ValueError(
+                f"debias={self.debias!r} does not apply to {mode} comparisons; use one of "
+                f"{', '.join(DEBIAS_OF[mode])}"
+            )
+        if self.aggregation is not None and self.aggregation not in AGGREGATIONS_OF[mode]:
+            raise ValueError(
+                f"aggregation={self.aggregation!r} does not apply to {mode} comparisons; use "
+                f"one of {', '.join(AGGREGATIONS_OF[mode])}"
+            )
+        debias = self.resolved_debias()
+        if self.permutations is not None and debias != "permute":
+            raise ValueError("permutations applies to mode='listwise' with debias='permute'")
+        if (debias == "pride") != (self.calibration_id is not None):
+            raise ValueError(
+                "debias='pride' needs calibration_id (a PriDe calibration), and calibration_id "
+                "needs debias='pride'"
+            )
+        if n < MIN_RESPONSES:
+            raise ValueError(f"{where} has {n} items; a comparison needs at least {MIN_RESPONSES}")
+        if mode == "listwise" and n > MAX_LIST:
+            raise ValueError(
+                f"{where} has {n} items; a listwise read letters them A-Z, so at most {MAX_LIST}"
+            )
+        reads = self.reads(n) * samples
+        if reads > MAX_READS:
+            raise ValueError(
+                f"{where} has {n} items: {mode} with debias={debias!r} and samples={samples} "
+                f"is {reads} reads, over {MAX_READS}; send fewer responses, use "
+                "mode='listwise', or debias='none'"
+            )
+
+    def reads(self, n: int) -> int:
+        """Orders read once each (before samples)."""
+        debias = self.resolved_debias()
+        if self.mode == "pairwise":
+            return n * (n - 1) // (1 if debias == "swap" else 2)
+        return min(self.permutations or n, n) if debias == "permute" else 1
+
+
+class CompareRequest(BudgetOptions, CompareSpec):
+    """POST /v1/judge/compare."""
+
+    question: str = Field(description="The problem the responses answer.")
+    responses: list[str] = Field(description="2 or more candidate responses, compared together.")
+    reference: str | None = Field(
+        default=None, description="The gold answer or a reference solution, shown to the judge."
+    )
+    criteria: str | None = Field(
+        default=None, description="What makes a response better (rubric text); shown."
+    )
+    reasoning_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Compare in writing within this many tokens before each read; unset: "
+        "read at once.",
+    )
+    samples: int = Field(
+        default=1, ge=1, description="Sampled comparisons per order (needs reasoning_tokens)."
+    )
+    temperature: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=2.0,
+        description="Sampling temperature of the comparisons; default 0 for one sample, 0.7 "
+        "for several.",
+    )
+    seed: int | None = Field(default=None, description="Base seed; sample i uses seed + i.")
+    return_reads: bool = Field(
+        default=True, description="Return every read (its order and letter probabilities)."
+    )
+
+    @field_validator("question")
+    @classmethod
+    def _q(cls, v: str) -> str:
+        return _non_blank(v, "question")
+
+    @field_validator("reference")
+    @classmethod
+    def _ref(cls, v: str | None) -> str | None:
+        return None if v is None else _non_blank(v, "reference")
+
+    @field_validator("criteria")
+    @classmethod
+    def _crit(cls, v: str | None) -> str | None:
+        return None if v is None else _non_blank(v, "criteria")
+
+    @model_validator(mode="after")
+    def _fits(self) -> CompareRequest:
+        for i, text in enumerate(self.responses):
+            _non_blank(text, f"responses[{i}]")
+        if self.samples > 1 and self.reasoning_tokens is None:
+            raise ValueError(
+                "samples > 1 needs reasoning_tokens: a direct read gives exact letter "
+                "probabilities, so repeating it adds nothing"
+            )
+        self.check_compare(len(self.responses), self.samples)
+        return self
+
+    @property
+    def reasoning(self) -> bool:
+        return self.reasoning_tokens is not None
+
+    def resolved_temperature(self) -> float:
+        if self.temperature is not None:
+            return self.temperature
+        return 0.0 if self.samples == 1 else 0.7
+
+    def degraded(self) -> CompareRequest:
+        """The budget planner's cheaper copy: read at once, one sample."""
+        return CompareRequest.model_validate(
+            {**self.model_dump(), "reasoning_tokens": None, "samples": 1, "temperature": None}
+        )
+
+
+class CompareRead(BaseModel):
+    order: list[int] = Field(description="The responses shown, as letters A, B, ... in order.")
+    probabilities: list[float] = Field(
+        description="Each shown letter's probability, normalised over the letters shown (after "
+        "PriDe, with debias='pride')."
+    )
+    sample: int = 0
+    reasoning: str | None = Field(default=None, description="The written comparison, if any.")
+
+
+class CompareResult(BaseModel):
+    index: int
+    reward: float = Field(
+        description="bradley_terry: the centred log-strength; win_rate: the win rate; "
+        "mean_probability: log of the mean probability of being best."
+    )
+    score: float = Field(
+        description="In [0, 1]. bradley_terry: the expected win rate under the fit; win_rate: "
+        "the win rate; mean_probability: the mean probability of being best (sums to 1)."
+    )
+
+
+class _CompareFields(BaseModel):
+    mode: CompareMode
+    aggregation: CompareAggregation
+    debias: CompareDebias
+    model: str
+    results: list[CompareResult] = Field(description="One per response, in request order.")
+    ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
+    preferences: list[list[float | None]] = Field(
+        description="preferences[i][j]: P(response i preferred over j), the mean over the "
+        "reads showing both (listwise: p_i / (p_i + p_j)); [i][j] + [j][i] = 1; the diagonal "
+        "is null."
+    )
+    position_consistency: float | None = Field(
+        description="The share of pairs whose preferred response is the same in every order "
+        "read; null when each pair was read in one order only."
+    )
+    first_position_rate: float | None = Field(
+        description="The mean probability of the first letter shown (no position bias: 1/2 "
+        "pairwise, 1/n listwise), before PriDe."
+    )
+    passes: int = Field(description="Reads made (orders x samples).")
+    reads: list[CompareRead] | None = None
+
+
+class CompareResponse(Metered, _CompareFields):
+    pass
