@@ -200,6 +200,140 @@ class ClassifyRequest(BaseModel):
     user: Annotated[str | None, Field(title="User")] = None
 
 
+class CompareRead(BaseModel):
+    order: Annotated[list[int], Field(title="Order")]
+    """
+    The responses shown, as letters A, B, ... in order.
+    """
+    probabilities: Annotated[list[float], Field(title="Probabilities")]
+    """
+    Each shown letter's probability, normalised over the letters shown (after PriDe, with debias='pride').
+    """
+    reasoning: Annotated[str | None, Field(title="Reasoning")] = None
+    """
+    The written comparison, if any.
+    """
+    sample: Annotated[int, Field(title="Sample")] = 0
+
+
+MaxEvalTokens6 = TypeAliasType(
+    "MaxEvalTokens6", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+)
+"""
+Refuse (or degrade) when the estimate is above this.
+"""
+
+
+Permutations1 = TypeAliasType("Permutations1", Annotated[int, Field(ge=1, title="Permutations")])
+"""
+listwise with permute: cyclic orders read (default: one per response, so every response is shown at every letter once).
+"""
+
+
+ReasoningTokens2 = TypeAliasType(
+    "ReasoningTokens2", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+)
+"""
+Compare in writing within this many tokens before each read; unset: read at once.
+"""
+
+
+Temperature2 = TypeAliasType(
+    "Temperature2", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Sampling temperature of the comparisons; default 0 for one sample, 0.7 for several.
+"""
+
+
+class CompareRequest(BaseModel):
+    """
+    POST /v1/judge/compare.
+    """
+
+    aggregation: Annotated[
+        Literal["bradley_terry", "win_rate", "mean_probability"] | None,
+        Field(title="Aggregation"),
+    ] = None
+    """
+    pairwise: bradley_terry (default) or win_rate; listwise: mean_probability (default), or either of those over the listwise preference matrix.
+    """
+    budget_policy: Annotated[Literal["refuse", "degrade"], Field(title="Budget Policy")] = "refuse"
+    """
+    refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
+    """
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    listwise with pride: a PriDe calibration fitted on items with as many options as there are responses (POST /v1/mcq/calibrations).
+    """
+    criteria: Annotated[str | None, Field(title="Criteria")] = None
+    """
+    What makes a response better (rubric text); shown.
+    """
+    debias: Annotated[Literal["swap", "permute", "pride", "none"] | None, Field(title="Debias")] = (
+        None
+    )
+    """
+    Position debiasing. pairwise: swap (default: both orders of every pair) or none; listwise: permute (default: cyclic orders), pride (a stored letter prior, one read) or none.
+    """
+    max_eval_tokens: Annotated[MaxEvalTokens6 | None, Field(title="Max Eval Tokens")] = None
+    """
+    Refuse (or degrade) when the estimate is above this.
+    """
+    mode: Annotated[Literal["pairwise", "listwise"], Field(title="Mode")] = "pairwise"
+    """
+    pairwise: every pair read (in both orders by default); listwise: all responses in one prompt, 'which is best' read over their letters.
+    """
+    permutations: Annotated[Permutations1 | None, Field(title="Permutations")] = None
+    """
+    listwise with permute: cyclic orders read (default: one per response, so every response is shown at every letter once).
+    """
+    question: Annotated[str, Field(title="Question")]
+    """
+    The problem the responses answer.
+    """
+    reasoning_tokens: Annotated[ReasoningTokens2 | None, Field(title="Reasoning Tokens")] = None
+    """
+    Compare in writing within this many tokens before each read; unset: read at once.
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    """
+    The gold answer or a reference solution, shown to the judge.
+    """
+    responses: Annotated[list[str], Field(title="Responses")]
+    """
+    2 or more candidate responses, compared together.
+    """
+    return_reads: Annotated[bool, Field(title="Return Reads")] = True
+    """
+    Return every read (its order and letter probabilities).
+    """
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Sampled comparisons per order (needs reasoning_tokens).
+    """
+    seed: Annotated[int | None, Field(title="Seed")] = None
+    """
+    Base seed; sample i uses seed + i.
+    """
+    temperature: Annotated[Temperature2 | None, Field(title="Temperature")] = None
+    """
+    Sampling temperature of the comparisons; default 0 for one sample, 0.7 for several.
+    """
+
+
+class CompareResult(BaseModel):
+    index: Annotated[int, Field(title="Index")]
+    reward: Annotated[float, Field(title="Reward")]
+    """
+    bradley_terry: the centred log-strength; win_rate: the win rate; mean_probability: log of the mean probability of being best.
+    """
+    score: Annotated[float, Field(title="Score")]
+    """
+    In [0, 1]. bradley_terry: the expected win rate under the fit; win_rate: the win rate; mean_probability: the mean probability of being best (sums to 1).
+    """
+
+
 class ConditionSummary(BaseModel):
     accuracy: Annotated[float | None, Field(title="Accuracy")]
     accuracy_parsed: Annotated[float | None, Field(title="Accuracy Parsed")] = None
@@ -238,16 +372,16 @@ class DebiasInfo(BaseModel):
     """
 
 
-MaxEvalTokens6 = TypeAliasType(
-    "MaxEvalTokens6", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens8 = TypeAliasType(
+    "MaxEvalTokens8", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature2 = TypeAliasType(
-    "Temperature2", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature4 = TypeAliasType(
+    "Temperature4", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Thinking temperature; default 0 for one sample, 0.7 for several.
@@ -344,8 +478,8 @@ class MCQAnswer(BaseModel):
     """
 
 
-MaxEvalTokens8 = TypeAliasType(
-    "MaxEvalTokens8", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens10 = TypeAliasType(
+    "MaxEvalTokens10", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -371,7 +505,7 @@ class MCQAnswerRequest(BaseModel):
     """
     popdebias: remove a popularity prior (needs popularity and a calibration or popdebias_lambda); pride: remove an option-letter prior (needs a calibration); contextual: divide by the letter probabilities on content-free inputs.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens8 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens10 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -394,8 +528,8 @@ class MCQAnswerRequest(BaseModel):
     question: Annotated[str, Field(title="Question")]
 
 
-MaxEvalTokens10 = TypeAliasType(
-    "MaxEvalTokens10", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens12 = TypeAliasType(
+    "MaxEvalTokens12", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -462,16 +596,16 @@ class ModelList(BaseModel):
     object: Annotated[Literal["list"], Field(title="Object")] = "list"
 
 
-MaxEvalTokens12 = TypeAliasType(
-    "MaxEvalTokens12", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens14 = TypeAliasType(
+    "MaxEvalTokens14", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature4 = TypeAliasType(
-    "Temperature4", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature6 = TypeAliasType(
+    "Temperature6", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -495,7 +629,7 @@ class OutcomeRequest(BaseModel):
     """
     What counts as correct (rubric text); shown to the model.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens12 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens14 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -528,7 +662,7 @@ class OutcomeRequest(BaseModel):
     """
     Base seed; sample i uses seed + i.
     """
-    temperature: Annotated[Temperature4 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature6 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -675,8 +809,8 @@ class PopMCQCell(BaseModel):
     rho_relative: Annotated[float | None, Field(title="Rho Relative")]
 
 
-MaxEvalTokens14 = TypeAliasType(
-    "MaxEvalTokens14", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens16 = TypeAliasType(
+    "MaxEvalTokens16", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -708,16 +842,16 @@ class PredicateQuestion(BaseModel):
     type: Annotated[Literal["predicate"], Field(title="Type")]
 
 
-MaxEvalTokens16 = TypeAliasType(
-    "MaxEvalTokens16", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens18 = TypeAliasType(
+    "MaxEvalTokens18", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature6 = TypeAliasType(
-    "Temperature6", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature8 = TypeAliasType(
+    "Temperature8", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -754,7 +888,7 @@ class ProcessRequest(BaseModel):
     """
     Judge steps in order and stop at the first below threshold.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens16 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens18 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -787,7 +921,7 @@ class ProcessRequest(BaseModel):
     How `response` is split.
     """
     steps: Annotated[list[str] | None, Field(title="Steps")] = None
-    temperature: Annotated[Temperature6 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature8 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -869,16 +1003,16 @@ class RerankMeta(BaseModel):
     billed_units: Annotated[dict[str, int], Field(title="Billed Units")]
 
 
-MaxEvalTokens18 = TypeAliasType(
-    "MaxEvalTokens18", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens20 = TypeAliasType(
+    "MaxEvalTokens20", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature8 = TypeAliasType(
-    "Temperature8", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature10 = TypeAliasType(
+    "Temperature10", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -910,7 +1044,7 @@ class RerankRequest(BaseModel):
     What counts as correct (rubric text); shown to the model.
     """
     documents: Annotated[list[str | RerankDocument], Field(min_length=1, title="Documents")]
-    max_eval_tokens: Annotated[MaxEvalTokens18 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens20 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -946,7 +1080,7 @@ class RerankRequest(BaseModel):
     """
     How `response` is split.
     """
-    temperature: Annotated[Temperature8 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature10 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -961,8 +1095,8 @@ class RerankRequest(BaseModel):
     """
 
 
-ReasoningTokens7 = TypeAliasType(
-    "ReasoningTokens7", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+ReasoningTokens9 = TypeAliasType(
+    "ReasoningTokens9", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
 )
 """
 Default VERIFIER_REWARD__REASONING_TOKENS.
@@ -995,7 +1129,7 @@ class RewardRequest(BaseModel):
     """
     Prompt + response, decoded.
     """
-    reasoning_tokens: Annotated[ReasoningTokens7 | None, Field(title="Reasoning Tokens")] = None
+    reasoning_tokens: Annotated[ReasoningTokens9 | None, Field(title="Reasoning Tokens")] = None
     """
     Default VERIFIER_REWARD__REASONING_TOKENS.
     """
@@ -1085,16 +1219,16 @@ class ScoreQuestion(BaseModel):
     type: Annotated[Literal["score"], Field(title="Type")]
 
 
-MaxEvalTokens20 = TypeAliasType(
-    "MaxEvalTokens20", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens22 = TypeAliasType(
+    "MaxEvalTokens22", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature10 = TypeAliasType(
-    "Temperature10", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature12 = TypeAliasType(
+    "Temperature12", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -1125,7 +1259,7 @@ class ScoreRequest(BaseModel):
     """
     What counts as correct (rubric text); shown to the model.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens20 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens22 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1160,7 +1294,7 @@ class ScoreRequest(BaseModel):
     """
     How `response` is split.
     """
-    temperature: Annotated[Temperature10 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature12 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -1199,8 +1333,8 @@ class SplitInfo(BaseModel):
     method_used: Annotated[Literal["heuristic", "model", "given"], Field(title="Method Used")]
 
 
-MaxEvalTokens22 = TypeAliasType(
-    "MaxEvalTokens22", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
+MaxEvalTokens24 = TypeAliasType(
+    "MaxEvalTokens24", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
 """
 Refuse (or degrade) when the estimate is above this.
@@ -1216,7 +1350,7 @@ class SplitRequest(BaseModel):
     """
     refuse: 422 budget_too_small; degrade: lower reasoning to direct, one sample.
     """
-    max_eval_tokens: Annotated[MaxEvalTokens22 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens24 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1421,6 +1555,43 @@ class ClassificationResponse(BaseModel):
     usage: PoolingUsage
 
 
+class CompareResponse(BaseModel):
+    aggregation: Annotated[
+        Literal["bradley_terry", "win_rate", "mean_probability"],
+        Field(title="Aggregation"),
+    ]
+    budget: BudgetInfo | None = None
+    debias: Annotated[Literal["swap", "permute", "pride", "none"], Field(title="Debias")]
+    first_position_rate: Annotated[float | None, Field(title="First Position Rate")]
+    """
+    The mean probability of the first letter shown (no position bias: 1/2 pairwise, 1/n listwise), before PriDe.
+    """
+    mode: Annotated[Literal["pairwise", "listwise"], Field(title="Mode")]
+    model: Annotated[str, Field(title="Model")]
+    passes: Annotated[int, Field(title="Passes")]
+    """
+    Reads made (orders x samples).
+    """
+    position_consistency: Annotated[float | None, Field(title="Position Consistency")]
+    """
+    The share of pairs whose preferred response is the same in every order read; null when each pair was read in one order only.
+    """
+    preferences: Annotated[list[list[float | None]], Field(title="Preferences")]
+    """
+    preferences[i][j]: P(response i preferred over j), the mean over the reads showing both (listwise: p_i / (p_i + p_j)); [i][j] + [j][i] = 1; the diagonal is null.
+    """
+    ranking: Annotated[list[int], Field(title="Ranking")]
+    """
+    Indices best first; ties by lowest index.
+    """
+    reads: Annotated[list[CompareRead] | None, Field(title="Reads")] = None
+    results: Annotated[list[CompareResult], Field(title="Results")]
+    """
+    One per response, in request order.
+    """
+    usage: Usage
+
+
 class CustomToolCallOutput(BaseModel):
     call_id: Annotated[str, Field(title="Call Id")]
     id: Annotated[str | None, Field(title="Id")] = None
@@ -1512,7 +1683,7 @@ class MCQBatchRequest(BaseModel):
     popdebias: remove a popularity prior (needs popularity and a calibration or popdebias_lambda); pride: remove an option-letter prior (needs a calibration); contextual: divide by the letter probabilities on content-free inputs.
     """
     items: Annotated[list[MCQItem], Field(min_length=1, title="Items")]
-    max_eval_tokens: Annotated[MaxEvalTokens10 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens12 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1623,7 +1794,7 @@ class PopMCQRequest(BaseModel):
     """
     How popdebias fits lambda on the calibration split (docs/methods.md B.5). question_free (label-free): S1-S5 items with their question hidden, so knowing the answer cannot bend the fit; items (label-free): the S1 items as asked, whose distractors are drawn independently of popularity; grid: the lambda in [0, 10] with the best accuracy on the calibration items (uses their labels). A fitted lambda below 0 is applied as 0 and reported (lambda_raw, clipped).
     """
-    max_eval_tokens: Annotated[MaxEvalTokens14 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens16 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1793,7 +1964,7 @@ class DecisionRequest(BaseModel):
     """
     A text, or an ordered list of messages, function calls and their outputs, custom tool calls and their outputs (an agent's trajectory).
     """
-    max_eval_tokens: Annotated[MaxEvalTokens6 | None, Field(title="Max Eval Tokens")] = None
+    max_eval_tokens: Annotated[MaxEvalTokens8 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
     """
@@ -1848,7 +2019,7 @@ class DecisionRequest(BaseModel):
     """
     Base seed; sample i uses seed + i.
     """
-    temperature: Annotated[Temperature2 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature4 | None, Field(title="Temperature")] = None
     """
     Thinking temperature; default 0 for one sample, 0.7 for several.
     """
