@@ -75,7 +75,7 @@ def score_options(
     options = ScoreRequest.model_validate(
         {
             "question": "options check",
-            "responses": ["options check"],
+            "responses": ["options check", "options check"],
             "method": method,
             "mode": mode,
             "alpha": alpha,

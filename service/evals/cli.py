@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 # The choices of two request fields, spelled here because the client's models load lazily (see
 # above); tests/unit/test_evals_pure.py checks them against verifier_client.models.
 ProcessMode = Literal["direct", "reasoning", "single_pass"]
-ScoreMethod = Literal["outcome", "process", "fused"]
+ScoreMethod = Literal["outcome", "process", "fused", "compare"]
 
 logger = logging.getLogger(__name__)
 

@@ -202,13 +202,13 @@ class CompareResult(BaseModel):
     )
 
 
-class _CompareFields(BaseModel):
+class CompareSummary(BaseModel):
+    """What a comparison found, without its per-response results (``/v1/score``'s
+    ``comparison``)."""
+
     mode: CompareMode
     aggregation: CompareAggregation
     debias: CompareDebias
-    model: str
-    results: list[CompareResult] = Field(description="One per response, in request order.")
-    ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
     preferences: list[list[float | None]] = Field(
         description="preferences[i][j]: P(response i preferred over j), the mean over the "
         "reads showing both (listwise: p_i / (p_i + p_j)); [i][j] + [j][i] = 1; the diagonal "
@@ -223,8 +223,17 @@ class _CompareFields(BaseModel):
         "pairwise, 1/n listwise), before PriDe."
     )
     passes: int = Field(description="Reads made (orders x samples).")
+
+
+class _CompareFields(CompareSummary):
+    model: str
+    results: list[CompareResult] = Field(description="One per response, in request order.")
+    ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
     reads: list[CompareRead] | None = None
 
 
 class CompareResponse(Metered, _CompareFields):
-    pass
+    def summary(self) -> CompareSummary:
+        return CompareSummary.model_validate(
+            self.model_dump(include=set(CompareSummary.model_fields))
+        )

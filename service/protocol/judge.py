@@ -14,6 +14,7 @@ from service.protocol.base import (
     Usage,
     _non_blank,
 )
+from service.protocol.compare import CompareSpec, CompareSummary
 from service.scoring.answers import Reason
 
 
@@ -304,7 +305,7 @@ class ProcessResponse(Metered, _ProcessFields):
     pass
 
 
-ScoreMethod = Literal["outcome", "process", "fused"]
+ScoreMethod = Literal["outcome", "process", "fused", "compare"]
 
 
 class ScoreOptions(JudgeOptions, ProcessOptions, ReferenceOptions):
@@ -313,12 +314,32 @@ class ScoreOptions(JudgeOptions, ProcessOptions, ReferenceOptions):
         description="Judging mode; with single_pass the outcome part runs direct.",
     )
     method: ScoreMethod = Field(
-        default="fused", description="final = alpha*outcome + (1-alpha)*process"
+        default="fused",
+        description="final = alpha*outcome + (1-alpha)*process; compare: the responses are "
+        "compared with each other (docs/methods.md H) and final is each one's compare score.",
     )
     alpha: float = Field(default=0.5, ge=0.0, le=1.0)
+    compare: CompareSpec | None = Field(
+        default=None,
+        description="method='compare': how (mode, aggregation, debias, ...); default pairwise "
+        "with both orders and a Bradley-Terry fit. mode='reasoning' writes a comparison of "
+        "reasoning_tokens before each read.",
+    )
 
     @model_validator(mode="after")
     def _single_pass_samples(self) -> ScoreOptions:
+        if self.method == "compare":
+            if self.mode == "single_pass":
+                raise ValueError(
+                    "method='compare' reads direct or after reasoning, not single_pass"
+                )
+            if self.verifier in ("rule", "hybrid"):
+                raise ValueError(
+                    f"verifier={self.verifier!r} with method='compare': a comparison is read by "
+                    "the model (the reference is shown to it); use verifier='model' or unset"
+                )
+        elif self.compare is not None:
+            raise ValueError("compare options apply to method='compare' only")
         if self.mode == "single_pass" and self.samples > 1:
             raise ValueError("single_pass reads exact label probabilities; use samples=1")
         if self.verifier == "rule" and self.method != "outcome":
@@ -327,6 +348,12 @@ class ScoreOptions(JudgeOptions, ProcessOptions, ReferenceOptions):
                 "use method='outcome' or verifier='hybrid'"
             )
         return self
+
+    def compare_spec(self) -> CompareSpec:
+        return self.compare or CompareSpec()
+
+    def compare_samples(self) -> int:
+        return self.samples if self.mode == "reasoning" else 1
 
 
 class ScoreRequest(ScoreOptions):
@@ -347,11 +374,20 @@ class ScoreRequest(ScoreOptions):
             _non_blank(text, f"responses[{i}]")
         return v
 
+    @model_validator(mode="after")
+    def _compare_fits(self) -> ScoreRequest:
+        if self.method == "compare":
+            self.compare_spec().check_compare(len(self.responses), self.compare_samples())
+        return self
+
 
 class ScoreResult(BaseModel):
     index: int
     outcome: float | None = None
     process: float | None = None
+    compare: float | None = Field(
+        default=None, description="method='compare': the response's compare reward."
+    )
     final: float | None = Field(
         description="The fused score; null only when verifier=rule could not decide (ranked last)."
     )
@@ -369,6 +405,9 @@ class _ScoreFields(BaseModel):
     model: str
     results: list[ScoreResult]
     ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
+    comparison: CompareSummary | None = Field(
+        default=None, description="method='compare': the comparison behind the finals."
+    )
 
 
 class ScoreResponse(Metered, _ScoreFields):
@@ -399,6 +438,10 @@ class RerankRequest(ScoreOptions):
         # document there, as a 500.
         for i, text in enumerate(self.texts()):
             _non_blank(text, f"documents[{i}]")
+        if self.method == "compare":
+            self.compare_spec().check_compare(
+                len(self.documents), self.compare_samples(), "documents"
+            )
         return self
 
     def texts(self) -> list[str]:

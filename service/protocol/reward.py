@@ -7,12 +7,13 @@ where each query is prompt plus response as one decoded string, and reads ``rewa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from service.protocol.base import BudgetInfo, JudgeMode, Metered, ServiceModel, Usage, _non_blank
+from service.protocol.compare import CompareSpec
 from service.protocol.judge import VerifierKind
 
 
@@ -48,6 +49,15 @@ class RewardRequest(ServiceModel):
     criteria: str | None = Field(
         default=None, description="What counts as correct (rubric text), for every query."
     )
+    method: Literal["outcome", "compare"] = Field(
+        default="outcome",
+        description="outcome: each query judged alone; compare: the queries of one prompt (and "
+        "one label) compared with each other in one comparison, the reward being each one's "
+        "compare score (a prompt with one query is judged alone).",
+    )
+    compare: CompareSpec | None = Field(
+        default=None, description="method='compare': how (default pairwise, both orders)."
+    )
 
     @model_validator(mode="after")
     def _lengths(self) -> RewardRequest:
@@ -71,7 +81,19 @@ class RewardRequest(ServiceModel):
                 )
         if self.criteria is not None:
             _non_blank(self.criteria, "criteria")
+        if self.method == "compare" and self.verifier in ("rule", "hybrid"):
+            raise ValueError(
+                f"verifier={self.verifier!r} with method='compare': a comparison is read by the "
+                "model (each group's label is shown to it); use verifier='model' or unset"
+            )
+        if self.method != "compare" and self.compare is not None:
+            raise ValueError("compare options apply to method='compare' only")
+        if self.method == "compare":
+            self.compare_spec().check_compare(2, 1, "a prompt's queries")
         return self
+
+    def compare_spec(self) -> CompareSpec:
+        return self.compare or CompareSpec()
 
     def references(self) -> list[str | None]:
         """Query i's reference, or None (no label, an empty one, or null)."""

@@ -294,6 +294,11 @@ def _split_request(req: SplitRequest) -> Estimate:
 def _documents(opts: ScoreOptions, question: str, texts: Sequence[str]) -> Estimate:
     """/v1/score and rerank: outcome and/or process per document, as ``method`` says."""
     q = _context(opts, question)
+    if opts.method == "compare":
+        if opts.reference is None and opts.criteria is not None:
+            q += REFERENCE_OVERHEAD + estimate_text_tokens(opts.criteria)
+        reasoning = opts.reasoning_tokens if opts.mode == "reasoning" else None
+        return _comparison(q, texts, opts.compare_spec(), reasoning, opts.compare_samples())
     j = _judging(opts)
     # With single_pass the outcome half runs direct (serving/score.py).
     outcome_j = _Judging("direct", 1, 0) if j.mode == "single_pass" else j
@@ -410,6 +415,8 @@ def _reward_request(req: RewardRequest) -> Estimate:
     """One outcome judgment per query (the query holds question and response); an unset mode
     counts as direct (the worker's setting may say reasoning: then this is low)."""
     j = _Judging(req.mode or "direct", 1, req.reasoning_tokens or 256)
+    if req.method == "compare":
+        return _reward_comparisons(req, j)
     if req.verifier == "rule":
         return ZERO
     refs = req.references()
@@ -420,6 +427,30 @@ def _reward_request(req: RewardRequest) -> Estimate:
         ),
         ZERO,
     )
+
+
+def _reward_comparisons(req: RewardRequest, j: _Judging) -> Estimate:
+    """method='compare': the queries grouped by their prompt (when sent; else by the text
+    before the separator, when sent; else each alone, a bound the recorded usage settles),
+    each group one comparison of the queries as responses."""
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for i, (query, ref) in enumerate(zip(req.query, req.references(), strict=True)):
+        if req.prompts:
+            key = req.prompts[i]
+        elif req.separator and req.separator in query:
+            key = query[: query.rfind(req.separator)]
+        else:
+            key = query
+        groups.setdefault((key, ref), []).append(query)
+    reasoning = j.reasoning_tokens if j.mode == "reasoning" else None
+    total = ZERO
+    for (_, ref), queries in groups.items():
+        context = _reference(ref, req.criteria)
+        if len(queries) == 1:
+            total += _judgment(OUTCOME_OVERHEAD + context + estimate_text_tokens(queries[0]), j)
+        else:
+            total += _comparison(context, queries, req.compare_spec(), reasoning, 1)
+    return total
 
 
 def _decision_prompt(shared: int, spec: QuestionSpec) -> int:
@@ -579,7 +610,8 @@ def _refusal(kind: JobKind, req: BaseModel, est: int, limit: int) -> BudgetTooSm
         fixes += ["shorten the texts"]
         if kind in ("score", "rerank"):
             fixes += ["send fewer documents"]
-        if getattr(req, "mode", None) == "direct" and kind != "outcome":
+        compare = kind == "compare" or getattr(req, "method", None) == "compare"
+        if getattr(req, "mode", None) == "direct" and kind != "outcome" and not compare:
             fixes += ["use mode='single_pass' for the process part (one call per response)"]
     return BudgetTooSmall(
         f"estimated {est} tokens for this {kind} request, over max_eval_tokens={limit}; "

@@ -7,19 +7,26 @@ import asyncio
 from service.config import RewardSettings
 from service.errors import InvalidRequest
 from service.protocol import OutcomeRequest, OutcomeResponse, Usage
+from service.protocol.compare import MAX_READS, CompareRequest, CompareResponse, CompareSpec
 from service.protocol.reward import RewardRequest, RewardResponse
 from service.scoring.reward import BoundaryNotFound, ChatMarkers, chat_markers, split_query
 from service.scoring.tokenizer import Tokenizer
+from service.serving.compare import CompareServing
 from service.serving.outcome import OutcomeServing
 
 
 class RewardServing:
     def __init__(
-        self, outcome: OutcomeServing, tokenizer: Tokenizer, settings: RewardSettings
+        self,
+        outcome: OutcomeServing,
+        tokenizer: Tokenizer,
+        settings: RewardSettings,
+        compare: CompareServing | None = None,
     ) -> None:
         self._outcome = outcome
         self._settings = settings
         self._markers: ChatMarkers = chat_markers(tokenizer)
+        self._compare = compare
 
     async def reward(self, req: RewardRequest) -> RewardResponse:
         separator = self._settings.separator if req.separator is None else req.separator
@@ -31,6 +38,8 @@ class RewardServing:
             except BoundaryNotFound as exc:
                 raise InvalidRequest(f"query[{i}]: {exc}") from exc
         refs = req.references()
+        if req.method == "compare":
+            return await self._by_comparison(pairs, refs, req)
         results = await asyncio.gather(
             *(self._judge(q, r, ref, req) for (q, r), ref in zip(pairs, refs, strict=True))
         )
@@ -42,6 +51,82 @@ class RewardServing:
         ]
         return RewardResponse(
             rewards=scores, scores=scores, extra_logs=_extra_logs(results), usage=usage
+        )
+
+    async def _by_comparison(
+        self, pairs: list[tuple[str, str]], refs: list[str | None], req: RewardRequest
+    ) -> RewardResponse:
+        """method='compare': the queries of one (question, label) compared in one comparison
+        (a group larger than one comparison may read is cut in chunks); a query alone in its
+        group, or with an empty response, is judged as an outcome."""
+        groups: dict[tuple[str, str | None], list[int]] = {}
+        alone: list[int] = []
+        for i, ((question, response), ref) in enumerate(zip(pairs, refs, strict=True)):
+            if question and response:
+                groups.setdefault((question, ref), []).append(i)
+            else:
+                alone.append(i)
+        spec = req.compare_spec()
+        size = largest_group(spec, 1)  # /get_reward reads one sample
+        chunks: list[tuple[str, str | None, list[int]]] = []
+        for (question, ref), members in groups.items():
+            for start in range(0, len(members), size):
+                part = members[start : start + size]
+                if len(part) > 1:
+                    chunks.append((question, ref, part))
+                else:
+                    alone += part
+        compared, judged = await asyncio.gather(
+            asyncio.gather(
+                *(self._compare_chunk(q, ref, part, pairs, req) for q, ref, part in chunks)
+            ),
+            asyncio.gather(*(self._judge(*pairs[i], refs[i], req) for i in alone)),
+        )
+        n = len(pairs)
+        scores = [0.0] * n
+        logs: dict[str, list[float]] = {
+            "compare_reward": [0.0] * n,
+            "compare_group_size": [0.0] * n,
+            "model_score": [0.0] * n,
+        }
+        usage = Usage()
+        for (_, _, part), resp in zip(chunks, compared, strict=True):
+            usage += resp.usage
+            for i, result in zip(part, resp.results, strict=True):
+                scores[i] = result.score
+                logs["compare_reward"][i] = result.reward
+                logs["compare_group_size"][i] = float(len(part))
+        for i, res in zip(alone, judged, strict=True):
+            if res is not None:
+                usage += res.usage
+                scores[i] = res.score or 0.0
+                logs["model_score"][i] = (res.score or 0.0) if res.decided_by == "model" else 0.0
+        return RewardResponse(rewards=scores, scores=scores, extra_logs=logs, usage=usage)
+
+    async def _compare_chunk(
+        self,
+        question: str,
+        reference: str | None,
+        part: list[int],
+        pairs: list[tuple[str, str]],
+        req: RewardRequest,
+    ) -> CompareResponse:
+        if self._compare is None:
+            raise RuntimeError("method='compare' needs the compare serving")
+        mode = req.mode or self._settings.mode
+        reasoning = req.reasoning_tokens or self._settings.reasoning_tokens
+        return await self._compare.compare(
+            CompareRequest.model_validate(
+                {
+                    **req.compare_spec().model_dump(),
+                    "question": question,
+                    "responses": [pairs[i][1] for i in part],
+                    "reference": reference,
+                    "criteria": req.criteria,
+                    "reasoning_tokens": reasoning if mode == "reasoning" else None,
+                    "return_reads": False,
+                }
+            )
         )
 
     async def _judge(
@@ -93,3 +178,16 @@ def _logit(result: OutcomeResponse | None) -> float:
     if result.score is None:
         return 0.0
     return LOGIT_CLIP if result.score >= 0.5 else -LOGIT_CLIP
+
+
+def largest_group(spec: CompareSpec, samples: int) -> int:
+    """The most responses one comparison of ``spec`` may read (MAX_READS and the letters)."""
+    n = 2
+    while True:
+        try:
+            spec.check_compare(n + 1, samples)
+        except ValueError:
+            return n
+        n += 1
+        if n >= MAX_READS:
+            return n

@@ -23,7 +23,9 @@ from service.protocol import (
     ScoreResult,
     Usage,
 )
+from service.protocol.compare import CompareRequest
 from service.scoring.fusion import fuse, rank
+from service.serving.compare import CompareServing
 from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing
 
@@ -43,10 +45,17 @@ def _ranking(finals: list[float | None]) -> list[int]:
 class ScoreServing:
     """Serves POST /v1/score and the rerank endpoints."""
 
-    def __init__(self, outcome: OutcomeServing, process: ProcessServing, model: str) -> None:
+    def __init__(
+        self,
+        outcome: OutcomeServing,
+        process: ProcessServing,
+        model: str,
+        compare: CompareServing | None = None,
+    ) -> None:
         self._outcome = outcome
         self._process = process
         self._model = model
+        self._compare = compare
 
     async def _one(
         self, opts: ScoreOptions, question: str, response: str
@@ -91,6 +100,8 @@ class ScoreServing:
         return outcome, process
 
     async def score(self, req: ScoreRequest) -> ScoreResponse:
+        if req.method == "compare":
+            return await self._by_comparison(req)
         pairs = await asyncio.gather(*(self._one(req, req.question, r) for r in req.responses))
         usage = Usage()
         results: list[ScoreResult] = []
@@ -120,6 +131,40 @@ class ScoreServing:
             results=results,
             ranking=_ranking([r.final for r in results]),
             usage=usage,
+        )
+
+    async def _by_comparison(self, req: ScoreRequest) -> ScoreResponse:
+        """method='compare': one comparison of all the responses; final = its score."""
+        if self._compare is None:
+            raise RuntimeError("method='compare' needs the compare serving")
+        reasoning = req.mode == "reasoning"
+        compared = await self._compare.compare(
+            CompareRequest.model_validate(
+                {
+                    **req.compare_spec().model_dump(),
+                    "question": req.question,
+                    "responses": req.responses,
+                    "reference": req.reference,
+                    "criteria": req.criteria,
+                    "reasoning_tokens": req.reasoning_tokens if reasoning else None,
+                    "samples": req.compare_samples(),
+                    "temperature": req.temperature,
+                    "seed": req.seed,
+                    "return_reads": False,
+                }
+            )
+        )
+        results = [
+            ScoreResult(index=r.index, compare=r.reward, final=r.score) for r in compared.results
+        ]
+        return ScoreResponse(
+            method=req.method,
+            alpha=req.alpha,
+            model=self._model,
+            results=results,
+            ranking=compared.ranking,
+            comparison=compared.summary(),
+            usage=compared.usage,
         )
 
     async def rerank(self, req: RerankRequest) -> RerankResponse:

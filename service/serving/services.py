@@ -74,10 +74,11 @@ class Services:
             reader = PooledReader(engine, cfg.reward_system_prompt, cfg.positive_class)
             outcome = PooledOutcomeServing(engine, model_name, reader, verifier)
             process = PooledProcessServing(engine, split, model_name, reader)
-        score = ScoreServing(outcome, process, model_name)
         mcq_calibrations = calibrations or MemoryCalibrations()
+        compare = CompareServing(engine, model_name, mcq_calibrations)
+        score = ScoreServing(outcome, process, model_name, compare)
         mcq = MCQServing(engine, model_name, mcq_calibrations)
-        rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings())
+        rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings(), compare)
         return cls(
             engine=engine,
             audit=AuditServing(engine, model_name),
@@ -91,7 +92,7 @@ class Services:
             pooling=PoolingServing(engine, model_name),
             rules=verifier,
             decisions=DecisionServing(engine, model_name, mcq_calibrations),
-            compare=CompareServing(engine, model_name, mcq_calibrations),
+            compare=compare,
             judgments=judgments,
         )
 

@@ -22,7 +22,7 @@ from verifier_client import models as m
 from verifier_client._client import AsyncClient, Client
 from verifier_client.errors import BadRequestError, RateLimitError, ResponseValidationError
 
-Method = Literal["outcome", "process"]
+Method = Literal["outcome", "process", "compare"]
 Mode = Literal["direct", "reasoning", "single_pass"]
 Verifier = Literal["model", "rule", "hybrid"]
 OnTimeout = Literal["none", "zero", "raise"]
@@ -30,6 +30,9 @@ Message = Mapping[str, Any]
 
 # The service's default limits.max_documents: a larger group is sent as several calls.
 MAX_GROUP: Final = 512
+# method="compare": the most responses one comparison reads (pairwise in both orders: 16, so
+# 240 reads; listwise: the letters A-Z).
+COMPARE_GROUP: Final = {"pairwise": 16, "listwise": 26}
 # Options /v1/score applies to each response as the per-sample call does. Any other option the
 # per-sample request takes (early_stop, or max_eval_tokens, a budget for the whole request)
 # keeps the per-sample calls. return_rationale changes no score.
@@ -74,6 +77,11 @@ def check_method(method: Method, mode: Mode, verifier: Any = None) -> None:
     """Refuse, before any call, a combination the service would refuse for every sample."""
     if method != "process" and mode == "single_pass":
         raise ValueError("mode='single_pass' is a process mode; use method='process'")
+    if method == "compare" and verifier in ("rule", "hybrid"):
+        raise ValueError(
+            f"verifier={verifier!r} with method='compare': a comparison is read by the model "
+            "(the reference is shown to it); use verifier='model' or leave it unset"
+        )
     if method == "process" and verifier in ("rule", "hybrid"):
         raise ValueError(
             f"verifier={verifier!r} with method='process': steps are always judged by the "
@@ -85,6 +93,7 @@ def check_method(method: Method, mode: Mode, verifier: Any = None) -> None:
 def judge_fields(
     method: Method, mode: Mode, question: str, response: str, reference: str | None = None
 ) -> dict[str, Any]:
+    """One sample's request fields (``method="compare"``: a sample alone is an outcome)."""
     check_method(method, mode)
     fields: dict[str, Any] = {"question": question, "response": response, "mode": mode}
     if reference is not None:
@@ -116,6 +125,8 @@ class Judged:
         """One response of a ``/v1/score`` answer, as its per-sample call would have said."""
         if method == "process":
             return cls(result.process, model_score=result.process)
+        if method == "compare":
+            return cls(result.final, model_score=result.final)
         return cls._outcome(result.outcome, result.decided_by, result.rule)
 
     @classmethod
@@ -248,7 +259,9 @@ class Scoring:
 
     ``grouped``: one ``/v1/score`` call per group of samples sharing a question and a reference
     (it stays off when an option is one ``/v1/score`` does not apply per response); else one
-    call per sample.
+    call per sample. ``method="compare"`` always groups: a group's responses are compared with
+    each other (at most ``COMPARE_GROUP`` to a call); a sample alone in its group is judged
+    as an outcome.
     """
 
     def __init__(
@@ -261,9 +274,16 @@ class Scoring:
         single = m.ProcessRequest if method == "process" else m.OutcomeRequest
         sent = set(options) & set(single.model_fields)  # the client drops the rest
         self.grouped = grouped and sent <= GROUPED_OPTIONS
+        self.group_size = MAX_GROUP
+        if method == "compare":
+            if not grouped:
+                raise ValueError("method='compare' compares a group's completions in one call")
+            self.grouped = True
+            spec = options.get("compare") or {}
+            self.group_size = COMPARE_GROUP[spec.get("mode", "pairwise")]
 
     def groups(self, samples: Sequence[Sample]) -> list[Group]:
-        return groups_of(samples, MAX_GROUP if self.grouped else 1)
+        return groups_of(samples, self.group_size if self.grouped else 1)
 
     def score_fields(self, group: Group) -> dict[str, Any]:
         fields: dict[str, Any] = {

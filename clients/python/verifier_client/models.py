@@ -334,6 +334,75 @@ class CompareResult(BaseModel):
     """
 
 
+Permutations3 = TypeAliasType("Permutations3", Annotated[int, Field(ge=1, title="Permutations")])
+"""
+listwise with permute: cyclic orders read (default: one per response, so every response is shown at every letter once).
+"""
+
+
+class CompareSpec(BaseModel):
+    """
+    How responses are compared: the fields of /v1/judge/compare, and the ``compare``
+    object of /v1/score, /v1/rerank and /get_reward with ``method: "compare"``.
+    """
+
+    aggregation: Annotated[
+        Literal["bradley_terry", "win_rate", "mean_probability"] | None,
+        Field(title="Aggregation"),
+    ] = None
+    """
+    pairwise: bradley_terry (default) or win_rate; listwise: mean_probability (default), or either of those over the listwise preference matrix.
+    """
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    listwise with pride: a PriDe calibration fitted on items with as many options as there are responses (POST /v1/mcq/calibrations).
+    """
+    debias: Annotated[Literal["swap", "permute", "pride", "none"] | None, Field(title="Debias")] = (
+        None
+    )
+    """
+    Position debiasing. pairwise: swap (default: both orders of every pair) or none; listwise: permute (default: cyclic orders), pride (a stored letter prior, one read) or none.
+    """
+    mode: Annotated[Literal["pairwise", "listwise"], Field(title="Mode")] = "pairwise"
+    """
+    pairwise: every pair read (in both orders by default); listwise: all responses in one prompt, 'which is best' read over their letters.
+    """
+    permutations: Annotated[Permutations3 | None, Field(title="Permutations")] = None
+    """
+    listwise with permute: cyclic orders read (default: one per response, so every response is shown at every letter once).
+    """
+
+
+class CompareSummary(BaseModel):
+    """
+    What a comparison found, without its per-response results (``/v1/score``'s
+    ``comparison``).
+    """
+
+    aggregation: Annotated[
+        Literal["bradley_terry", "win_rate", "mean_probability"],
+        Field(title="Aggregation"),
+    ]
+    debias: Annotated[Literal["swap", "permute", "pride", "none"], Field(title="Debias")]
+    first_position_rate: Annotated[float | None, Field(title="First Position Rate")]
+    """
+    The mean probability of the first letter shown (no position bias: 1/2 pairwise, 1/n listwise), before PriDe.
+    """
+    mode: Annotated[Literal["pairwise", "listwise"], Field(title="Mode")]
+    passes: Annotated[int, Field(title="Passes")]
+    """
+    Reads made (orders x samples).
+    """
+    position_consistency: Annotated[float | None, Field(title="Position Consistency")]
+    """
+    The share of pairs whose preferred response is the same in every order read; null when each pair was read in one order only.
+    """
+    preferences: Annotated[list[list[float | None]], Field(title="Preferences")]
+    """
+    preferences[i][j]: P(response i preferred over j), the mean over the reads showing both (listwise: p_i / (p_i + p_j)); [i][j] + [j][i] = 1; the diagonal is null.
+    """
+
+
 class ConditionSummary(BaseModel):
     accuracy: Annotated[float | None, Field(title="Accuracy")]
     accuracy_parsed: Annotated[float | None, Field(title="Accuracy Parsed")] = None
@@ -1039,6 +1108,10 @@ class RerankRequest(BaseModel):
     """
     Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
     """
+    compare: CompareSpec | None = None
+    """
+    method='compare': how (mode, aggregation, debias, ...); default pairwise with both orders and a Bradley-Terry fit. mode='reasoning' writes a comparison of reasoning_tokens before each read.
+    """
     criteria: Annotated[str | None, Field(title="Criteria")] = None
     """
     What counts as correct (rubric text); shown to the model.
@@ -1049,9 +1122,11 @@ class RerankRequest(BaseModel):
     Refuse (or degrade) when the estimate is above this.
     """
     max_steps: Annotated[int, Field(ge=1, title="Max Steps")] = 64
-    method: Annotated[Literal["outcome", "process", "fused"], Field(title="Method")] = "fused"
+    method: Annotated[Literal["outcome", "process", "fused", "compare"], Field(title="Method")] = (
+        "fused"
+    )
     """
-    final = alpha*outcome + (1-alpha)*process
+    final = alpha*outcome + (1-alpha)*process; compare: the responses are compared with each other (docs/methods.md H) and final is each one's compare score.
     """
     mode: Annotated[Literal["direct", "reasoning", "single_pass"], Field(title="Mode")] = "direct"
     """
@@ -1109,6 +1184,10 @@ class RewardRequest(BaseModel):
     """
 
     cache: Annotated[bool, Field(title="Cache")] = True
+    compare: CompareSpec | None = None
+    """
+    method='compare': how (default pairwise, both orders).
+    """
     criteria: Annotated[str | None, Field(title="Criteria")] = None
     """
     What counts as correct (rubric text), for every query.
@@ -1116,6 +1195,10 @@ class RewardRequest(BaseModel):
     labels: Annotated[list[Any] | None, Field(title="Labels")] = None
     """
     Query i's reference (the gold answer or a reference solution): a string or a number; empty or null = none for that query (OpenRLHF sends '' without a label key). A query with a reference is verified `hybrid` unless `verifier` says otherwise.
+    """
+    method: Annotated[Literal["outcome", "compare"], Field(title="Method")] = "outcome"
+    """
+    outcome: each query judged alone; compare: the queries of one prompt (and one label) compared with each other in one comparison, the reward being each one's compare score (a prompt with one query is judged alone).
     """
     mode: Annotated[Literal["direct", "reasoning"] | None, Field(title="Mode")] = None
     """
@@ -1255,6 +1338,10 @@ class ScoreRequest(BaseModel):
     """
     Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
     """
+    compare: CompareSpec | None = None
+    """
+    method='compare': how (mode, aggregation, debias, ...); default pairwise with both orders and a Bradley-Terry fit. mode='reasoning' writes a comparison of reasoning_tokens before each read.
+    """
     criteria: Annotated[str | None, Field(title="Criteria")] = None
     """
     What counts as correct (rubric text); shown to the model.
@@ -1264,9 +1351,11 @@ class ScoreRequest(BaseModel):
     Refuse (or degrade) when the estimate is above this.
     """
     max_steps: Annotated[int, Field(ge=1, title="Max Steps")] = 64
-    method: Annotated[Literal["outcome", "process", "fused"], Field(title="Method")] = "fused"
+    method: Annotated[Literal["outcome", "process", "fused", "compare"], Field(title="Method")] = (
+        "fused"
+    )
     """
-    final = alpha*outcome + (1-alpha)*process
+    final = alpha*outcome + (1-alpha)*process; compare: the responses are compared with each other (docs/methods.md H) and final is each one's compare score.
     """
     mode: Annotated[Literal["direct", "reasoning", "single_pass"], Field(title="Mode")] = "direct"
     """
@@ -1309,6 +1398,10 @@ class ScoreRequest(BaseModel):
 
 
 class ScoreResult(BaseModel):
+    compare: Annotated[float | None, Field(title="Compare")] = None
+    """
+    method='compare': the response's compare reward.
+    """
     decided_by: Annotated[Literal["rule", "model"] | None, Field(title="Decided By")] = None
     """
     Who decided the outcome part: rule or model.
@@ -1912,7 +2005,11 @@ class ScoreAnswer(BaseModel):
 class ScoreResponse(BaseModel):
     alpha: Annotated[float, Field(title="Alpha")]
     budget: BudgetInfo | None = None
-    method: Annotated[Literal["outcome", "process", "fused"], Field(title="Method")]
+    comparison: CompareSummary | None = None
+    """
+    method='compare': the comparison behind the finals.
+    """
+    method: Annotated[Literal["outcome", "process", "fused", "compare"], Field(title="Method")]
     model: Annotated[str, Field(title="Model")]
     ranking: Annotated[list[int], Field(title="Ranking")]
     """
