@@ -87,6 +87,60 @@ def test_the_openai_sdk_works_unchanged(server: Any) -> None:
     assert d.usage.output_tokens_details.reasoning_tokens == 0
 
 
+def test_langchains_decisions_class_works_unchanged(server: Any, logit_tol: float) -> None:
+    """``langchain_openai.decisions.OpenAIDecisions`` posts ``{base_url}/decisions`` through
+    the openai client and reads answers keyed by question name."""
+    from langchain_openai.decisions import Choice, OpenAIDecisions, Predicate, Score
+
+    lc = OpenAIDecisions(model="verifier", base_url=server.url + "/v1", api_key="unused")
+    got = lc.invoke(
+        {
+            "input": TICKET,
+            "questions": {
+                "category": Choice(
+                    instructions="Classify the support ticket.",
+                    choices={"billing": "Payments", "technical": "Software errors"},
+                ),
+                "duplicate": Predicate(instructions=PREDICATE["instructions"]),
+                "urgency": Score(instructions="How urgent is it?", levels=["low", "high"]),
+            },
+        }
+    )
+    # The same questions as LangChain sends them, through plain HTTP.
+    raw = decide(
+        server.url,
+        questions=[
+            {
+                "type": "choice",
+                "name": "category",
+                "instructions": "Classify the support ticket.",
+                "choices": [
+                    {"value": "billing", "description": "Payments"},
+                    {"value": "technical", "description": "Software errors"},
+                ],
+            },
+            {"type": "predicate", "name": "duplicate", "instructions": PREDICATE["instructions"]},
+            {
+                "type": "score",
+                "name": "urgency",
+                "instructions": "How urgent is it?",
+                "levels": [{"label": "low"}, {"label": "high"}],
+            },
+        ],
+    ).json()["answers"]
+    choice, predicate, score = raw
+    assert got.choices["category"].choice == choice["choice"]
+    for p in choice["probabilities"]:
+        assert got.choices["category"].probabilities[p["value"]] == pytest.approx(
+            p["probability"], abs=logit_tol / 2
+        )
+    assert got.predicates["duplicate"].probability == pytest.approx(
+        predicate["probability"], abs=logit_tol / 2
+    )
+    assert got.scores["urgency"].score == pytest.approx(score["score"], abs=logit_tol / 2)
+    assert got.usage.input_tokens > 0
+
+
 def test_one_prefill_of_the_input_and_exactly_the_prompts_built(
     server: Any, tokenizer: Any
 ) -> None:
