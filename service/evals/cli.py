@@ -14,6 +14,8 @@ Usage:
     verifier eval bestofn --output bon.json [--data FILE] [--limit N] [--method fused]
         [--mode direct] [--alpha 0.5] [--aggregation mean_logit] [--reasoning-tokens 256]
         [--concurrency 8] [--url http://127.0.0.1:8000]
+    verifier eval compare --output cmp.json [--data FILE] [--limit PAIRS]
+        [--reasoning-tokens 128] [--concurrency 8] [--timeout S] [--url http://127.0.0.1:8000]
 
 The default data files are ``<data_dir>/processbench/gsm8k.json`` and
 ``<data_dir>/gsm8k/example_model_solutions.jsonl``, with `data_dir` from `Settings`.
@@ -54,7 +56,8 @@ DEFAULT_URL: Final = "http://127.0.0.1:8000"
 eval_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
-    help="Evaluation harnesses (ProcessBench, Best-of-N, MCQ) against a running service.",
+    help="Evaluation harnesses (ProcessBench, Best-of-N, pairwise comparison, MCQ) against a "
+    "running service.",
 )
 
 DataOpt = Annotated[
@@ -260,6 +263,74 @@ def bestofn_cmd(
         )
 
     _run("bestofn", job, output, bestofn_rows)
+
+
+def compare_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Table rows of a pairwise comparison result (accuracies and rates as fractions)."""
+    names = (
+        "accuracy_debiased",
+        "accuracy_first_order",
+        "position_consistency",
+        "first_position_rate",
+    )
+    rows = [(name, fmt(result[name], 4)) for name in names]
+    rows += [
+        ("n_pairs", fmt(result["n_pairs"])),
+        ("n_questions", fmt(result["n_questions"])),
+        ("n_failed", fmt(result["n_failed"])),
+        ("wall_s", fmt(result["wall_s"])),
+    ]
+    for cost, label in (("swap", "both orders"), ("one_order", "one order (half)")):
+        per = result["tokens_per_pair"][cost]
+        rows += [(f"{k} / pair, {label}", fmt(per[k], 1)) for k in per]
+    return rows + token_rows(result["eval_tokens"])
+
+
+@eval_app.command("compare")
+def compare_cmd(
+    output: OutputOpt,
+    data: DataOpt = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            help="First N labelled pairs (not questions); each question gives one pair per "
+            "(correct, wrong) pair of its solutions.",
+        ),
+    ] = None,
+    reasoning_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--reasoning-tokens",
+            min=1,
+            help="Compare in writing within this many tokens before each read; unset: read "
+            "at once.",
+        ),
+    ] = None,
+    concurrency: ConcurrencyOpt = 8,
+    timeout: TimeoutOpt = None,
+    url: UrlOpt = DEFAULT_URL,
+) -> None:
+    """Pairwise comparison of GSM8K (correct, wrong) solution pairs via POST
+    /v1/judge/compare: accuracy with both orders read (swap) and in request order only (what
+    debias='none' answers), position consistency, first-position rate, tokens per pair."""
+    from service.evals import compare
+
+    path = resolve_data(data, compare.DEFAULT_FILE)
+
+    def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+        return compare.run_compare(
+            url,
+            path,
+            limit,
+            reasoning_tokens,
+            concurrency,
+            timeout_s=timeout,
+            progress=progress,
+        )
+
+    _run("compare", job, output, compare_rows)
 
 
 def reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:

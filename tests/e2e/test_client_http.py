@@ -40,6 +40,16 @@ def test_judging_endpoints_answer_typed_models_equal_to_plain_http(
     rerank = client.rerank(query=QUESTION, documents=DOCS, method="outcome", return_documents=True)
     assert rerank.results[0].index == score.ranking[0]
     assert {r.document.text for r in rerank.results if r.document} == set(DOCS)
+    compared = client.compare(question=QUESTION, responses=DOCS, return_reads=True)
+    assert isinstance(compared, vc.models.CompareResponse)
+    assert sorted(compared.ranking) == [0, 1]
+    assert compared.passes == 2  # both orders of the one pair
+    assert compared.reads is not None
+    assert sorted(r.order for r in compared.reads) == [[0, 1], [1, 0]]
+    p01, p10 = compared.preferences[0][1], compared.preferences[1][0]
+    assert p01 is not None
+    assert p10 is not None
+    assert p01 + p10 == pytest.approx(1.0)
 
 
 def test_mcq_and_calibrations(client: vc.Client) -> None:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -143,3 +144,76 @@ def test_reference_rule_hybrid_and_model_report(server: Any, tmp_path: Path) -> 
     assert model["reasons"] == {"model": 8}
     assert model["tokens_per_judgment"] == model["tokens"] / 8
     assert model["n_disagreements"] == round(8 * (1 - model["accuracy"]))
+
+
+def test_compare_pairs_report_and_the_first_order_read_is_debias_none(
+    server: Any, tmp_path: Path, data_dir: Path
+) -> None:
+    """The report recomputed from its items; the read in request order of a swap request is
+    the read a debias='none' request makes (same prompt), within the engine's batch noise."""
+    from service.evals.compare import build_pairs
+    from service.evals.data import load_gsm8k_solutions
+
+    data = data_dir / "gsm8k" / "example_model_solutions.jsonl"
+    out = tmp_path / "cmp.json"
+    n = 8
+    run_cli(
+        "compare",
+        *("--data", str(data), "--limit", str(n), "--url", server.url, "--output", str(out)),
+    )
+    result = json.loads(out.read_text())
+    items = result["items"]
+    assert (result["n_pairs"], len(items), result["n_failed"]) == (n, n, 0)
+    assert result["config"]["debias"] == "swap"
+
+    # the labels come from the file: the response marked correct is, the other is not
+    questions = load_gsm8k_solutions(data, max(i["question_index"] for i in items) + 1)
+    for k, item in enumerate(items):
+        flags = {c.solver_name: c.is_correct for c in questions[item["question_index"]].candidates}
+        assert item["correct"] == k % 2  # the correct one first in every other pair
+        assert flags[item["solvers"][item["correct"]]]
+        assert not flags[item["solvers"][1 - item["correct"]]]
+
+    def pick(values: list[float], order: list[int]) -> int | None:
+        return None if values[0] == values[1] else order[0 if values[0] > values[1] else 1]
+
+    debiased, first, consistent, first_letter = [], [], [], []
+    for item in items:
+        m = item["preferences"]
+        assert m[0][0] is None
+        assert m[1][1] is None
+        assert m[0][1] + m[1][0] == pytest.approx(1.0)
+        reads = {tuple(r["order"]): r["probabilities"] for r in item["reads"]}
+        assert set(reads) == {(0, 1), (1, 0)}
+        for probs in reads.values():
+            assert sum(probs) == pytest.approx(1.0)
+        # P(0 over 1) is the mean over the two orders
+        assert m[0][1] == pytest.approx((reads[(0, 1)][0] + reads[(1, 0)][1]) / 2)
+        d = pick(item["scores"], [0, 1])
+        if d is not None:
+            assert item["ranking"][0] == d
+        f = pick(reads[(0, 1)], [0, 1])
+        assert (item["pick_debiased"], item["pick_first_order"]) == (d, f)
+        debiased.append(d == item["correct"])
+        first.append(f == item["correct"])
+        picks = {pick(reads[(0, 1)], [0, 1]), pick(reads[(1, 0)], [1, 0])}
+        consistent.append(len(picks) == 1 and None not in picks)
+        first_letter += [reads[(0, 1)][0], reads[(1, 0)][0]]
+    assert result["accuracy_debiased"] == pytest.approx(sum(debiased) / n)
+    assert result["accuracy_first_order"] == pytest.approx(sum(first) / n)
+    assert result["position_consistency"] == pytest.approx(sum(consistent) / n)
+    assert result["first_position_rate"] == pytest.approx(sum(first_letter) / (2 * n))
+    swap, one = (result["tokens_per_pair"][k] for k in ("swap", "one_order"))
+    assert swap["total_tokens"] == result["eval_tokens"]["total_tokens"] / n
+    assert one == {k: v / 2 for k, v in swap.items()}
+
+    pair = build_pairs(load_gsm8k_solutions(data, 2), 1)[0]
+    body = {"question": pair.question, "responses": list(pair.responses), "return_reads": True}
+    alone = httpx.post(server.url + "/v1/judge/compare", json={**body, "debias": "none"}).json()
+    assert alone["debias"] == "none"
+    assert alone["passes"] == 1
+    assert alone["position_consistency"] is None
+    (read,) = alone["reads"]
+    assert read["order"] == [0, 1]
+    swapped = {tuple(r["order"]): r["probabilities"] for r in items[0]["reads"]}
+    assert read["probabilities"] == pytest.approx(swapped[(0, 1)], abs=1e-3)

@@ -20,6 +20,26 @@ OUTCOME_BODY = {
     "model": "m",
     "usage": {"prompt_tokens": 10, "generated_tokens": 1, "total_tokens": 11, "engine_calls": 1},
 }
+COMPARE_BODY = {
+    "mode": "pairwise",
+    "aggregation": "bradley_terry",
+    "debias": "swap",
+    "model": "m",
+    "results": [
+        {"index": 0, "reward": 0.4, "score": 0.6},
+        {"index": 1, "reward": -0.4, "score": 0.4},
+    ],
+    "ranking": [0, 1],
+    "preferences": [[None, 0.6], [0.4, None]],
+    "position_consistency": 1.0,
+    "first_position_rate": 0.5,
+    "passes": 2,
+    "reads": [
+        {"order": [0, 1], "probabilities": [0.7, 0.3], "sample": 0, "reasoning": None},
+        {"order": [1, 0], "probabilities": [0.5, 0.5], "sample": 0, "reasoning": None},
+    ],
+    "usage": {"prompt_tokens": 90, "generated_tokens": 2, "total_tokens": 92, "engine_calls": 2},
+}
 FAST = vc.RetryPolicy(attempts=4, initial_backoff_s=0.0, max_backoff_s=0.0)
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -205,6 +225,53 @@ async def test_the_async_client_retries_with_one_key_too() -> None:
     assert len({r.headers[vc.IDEMPOTENCY_HEADER] for r in seen}) == 1
 
 
+def test_compare_posts_the_set_fields_and_returns_the_typed_answer() -> None:
+    seen: list[httpx.Request] = []
+    with client([httpx.Response(200, json=COMPARE_BODY)], seen) as c:
+        out = c.compare(question="q", responses=["a", "b"], debias="swap", return_reads=True)
+    assert isinstance(out, m.CompareResponse)
+    assert out.ranking == [0, 1]
+    assert out.preferences[0][1] == 0.6
+    assert out.reads is not None
+    assert [r.order for r in out.reads] == [[0, 1], [1, 0]]
+    (sent,) = seen
+    assert (sent.method, sent.url.path) == ("POST", "/v1/judge/compare")
+    assert sent.headers[vc.IDEMPOTENCY_HEADER]
+    assert json.loads(sent.read()) == {
+        "question": "q",
+        "responses": ["a", "b"],
+        "debias": "swap",
+        "return_reads": True,
+    }
+
+
+def test_compare_takes_a_request_model_and_validates_it_before_sending() -> None:
+    seen: list[httpx.Request] = []
+    request = m.CompareRequest(question="q", responses=["a", "b", "c"], mode="listwise")
+    with client([httpx.Response(200, json=COMPARE_BODY)], seen) as c:
+        c.compare(request, idempotency_key="k")
+    assert seen[0].headers[vc.IDEMPOTENCY_HEADER] == "k"
+    assert json.loads(seen[0].read())["mode"] == "listwise"
+    seen.clear()
+    with client([], seen) as c, pytest.raises(ValueError, match="mode"):
+        c.compare(question="q", responses=["a", "b"], mode="roundrobin")
+    assert seen == []
+
+
+async def test_the_async_client_compares_too() -> None:
+    seen: list[httpx.Request] = []
+    answers: list[httpx.Response | Exception] = [
+        error(503, "not_ready"),
+        httpx.Response(200, json=COMPARE_BODY),
+    ]
+    transport = httpx.MockTransport(scripted(answers, seen))
+    async with vc.AsyncClient("http://svc", transport=transport, retry=FAST) as c:
+        out = await c.compare(question="q", responses=["a", "b"])
+    assert out.position_consistency == 1.0
+    assert [r.url.path for r in seen] == ["/v1/judge/compare"] * 2
+    assert len({r.headers[vc.IDEMPOTENCY_HEADER] for r in seen}) == 1
+
+
 def test_sync_and_async_clients_have_the_same_methods_and_signatures() -> None:
     def public(cls: type) -> dict[str, inspect.Signature]:
         names = [n for n, f in vars(cls).items() if callable(f) and not n.startswith("_")]
@@ -214,7 +281,8 @@ def test_sync_and_async_clients_have_the_same_methods_and_signatures() -> None:
 
     sync, asyn = public(vc.Client), public(vc.AsyncClient)
     assert set(sync) == set(asyn)
-    assert {"outcome", "process", "split", "score", "rerank", "result", "mcq_answer"} <= set(sync)
+    names = {"outcome", "process", "split", "score", "rerank", "compare", "result", "mcq_answer"}
+    assert names <= set(sync)
     for name in sync:
         assert inspect.iscoroutinefunction(getattr(vc.AsyncClient, name)), name
         assert list(sync[name].parameters) == list(asyn[name].parameters), name

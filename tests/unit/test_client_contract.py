@@ -47,7 +47,8 @@ def test_every_request_model_of_the_client_has_an_endpoint() -> None:
     paths = {e.path.replace("{id}", "{calibration_id}") for e in endpoints}
     served = create_app(Settings()).openapi()["paths"]
     assert paths <= set(served), paths - set(served)
-    judged = {"/v1/judge/outcome", "/v1/judge/process", "/v1/split", "/v1/score", "/v1/rerank"}
+    judged = {"/v1/judge/outcome", "/v1/judge/process", "/v1/judge/compare", "/v1/split"}
+    judged |= {"/v1/score", "/v1/rerank"}
     mcq = {p for p in served if p.startswith("/v1/mcq/")}
     assert judged | mcq <= paths, (judged | mcq) - paths
 

@@ -44,6 +44,7 @@ PROCESS = Endpoint("POST", "/v1/judge/process", m.ProcessRequest, m.ProcessRespo
 SPLIT = Endpoint("POST", "/v1/split", m.SplitRequest, m.SplitResponse)
 SCORE = Endpoint("POST", "/v1/score", m.ScoreRequest, m.ScoreResponse)
 RERANK = Endpoint("POST", "/v1/rerank", m.RerankRequest, m.RerankResponse)
+COMPARE = Endpoint("POST", "/v1/judge/compare", m.CompareRequest, m.CompareResponse)
 MCQ_ANSWER = Endpoint("POST", "/v1/mcq/answer", m.MCQAnswerRequest, m.MCQAnswerResponse)
 MCQ_BATCH = Endpoint("POST", "/v1/mcq/answer/batch", m.MCQBatchRequest, m.MCQBatchResponse)
 CALIBRATE = Endpoint("POST", "/v1/mcq/calibrations", m.CalibrationRequest, m.CalibrationResponse)

@@ -150,6 +150,18 @@ class Client:
         """POST /v1/rerank: Best-of-N, best first."""
         return self._must(b.RERANK, request, fields, idempotency_key=idempotency_key)
 
+    def compare(
+        self,
+        request: m.CompareRequest | None = None,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.CompareResponse:
+        """POST /v1/judge/compare: responses compared together (pairwise or listwise), position
+        bias removed; rewards, ranking and the preference matrix."""
+        return self._must(b.COMPARE, request, fields, idempotency_key=idempotency_key)
+
     def result(self, job_id: str) -> dict[str, Any]:
         """GET /v1/results/{job_id}: a stored result (the body of the original answer)."""
         for attempt in Retrying(**tenacity_kwargs(self._retry)):
@@ -353,6 +365,18 @@ class AsyncClient:
     ) -> m.RerankResponse:
         """POST /v1/rerank: Best-of-N, best first."""
         return await self._must(b.RERANK, request, fields, idempotency_key=idempotency_key)
+
+    async def compare(
+        self,
+        request: m.CompareRequest | None = None,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.CompareResponse:
+        """POST /v1/judge/compare: responses compared together (pairwise or listwise), position
+        bias removed; rewards, ranking and the preference matrix."""
+        return await self._must(b.COMPARE, request, fields, idempotency_key=idempotency_key)
 
     async def result(self, job_id: str) -> dict[str, Any]:
         """GET /v1/results/{job_id}: a stored result (the body of the original answer)."""
