@@ -51,12 +51,16 @@ def check_counts(limits: LimitSettings, *, documents: int = 0, max_steps: int = 
 
 
 def check_judge_options(limits: LimitSettings, options: JudgeOptions) -> None:
-    if options.samples > limits.max_samples:
+    check_samples(limits, options.samples)
+    check_reasoning_tokens(limits, options.reasoning_tokens)
+
+
+def check_samples(limits: LimitSettings, samples: int) -> None:
+    if samples > limits.max_samples:
         raise InvalidRequest(
-            f"samples={options.samples} is over the limit of {limits.max_samples} "
+            f"samples={samples} is over the limit of {limits.max_samples} "
             "(VERIFIER_LIMITS__MAX_SAMPLES)"
         )
-    check_reasoning_tokens(limits, options.reasoning_tokens)
 
 
 def check_reasoning_tokens(limits: LimitSettings, reasoning_tokens: int) -> None:

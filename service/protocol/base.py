@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from service.protocol.textcheck import check_unicode
 
@@ -37,6 +37,28 @@ def _non_blank(value: str, name: str) -> str:
     if not value.strip():
         raise ValueError(f"{name} must not be empty or whitespace only")
     return value
+
+
+class ReferenceTexts(ServiceModel):
+    """A reference and criteria shown to the judge (docs/methods.md E.4, H.1)."""
+
+    reference: str | None = Field(
+        default=None,
+        description="The gold answer, or a reference solution (its final answer is compared).",
+    )
+    criteria: str | None = Field(
+        default=None, description="What counts as correct (rubric text); shown to the model."
+    )
+
+    @field_validator("reference")
+    @classmethod
+    def _ref(cls, v: str | None) -> str | None:
+        return None if v is None else _non_blank(v, "reference")
+
+    @field_validator("criteria")
+    @classmethod
+    def _crit(cls, v: str | None) -> str | None:
+        return None if v is None else _non_blank(v, "criteria")
 
 
 class ErrorDetail(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
+from service.protocol.base import BudgetOptions, Metered, ReferenceTexts, ServiceModel, _non_blank
 from service.scoring.compare import LABELS, CompareAggregation, CompareDebias, CompareMode
 
 MIN_RESPONSES = 2
@@ -105,17 +105,11 @@ class CompareSpec(ServiceModel):
         return min(self.permutations or n, n) if debias == "permute" else 1
 
 
-class CompareRequest(BudgetOptions, CompareSpec):
-    """POST /v1/judge/compare."""
+class CompareRequest(BudgetOptions, CompareSpec, ReferenceTexts):
+    """POST /v1/judge/compare. A reference and criteria are shown to the judge."""
 
     question: str = Field(description="The problem the responses answer.")
     responses: list[str] = Field(description="2 or more candidate responses, compared together.")
-    reference: str | None = Field(
-        default=None, description="The gold answer or a reference solution, shown to the judge."
-    )
-    criteria: str | None = Field(
-        default=None, description="What makes a response better (rubric text); shown."
-    )
     reasoning_tokens: int | None = Field(
         default=None,
         ge=1,
@@ -141,16 +135,6 @@ class CompareRequest(BudgetOptions, CompareSpec):
     @classmethod
     def _q(cls, v: str) -> str:
         return _non_blank(v, "question")
-
-    @field_validator("reference")
-    @classmethod
-    def _ref(cls, v: str | None) -> str | None:
-        return None if v is None else _non_blank(v, "reference")
-
-    @field_validator("criteria")
-    @classmethod
-    def _crit(cls, v: str | None) -> str | None:
-        return None if v is None else _non_blank(v, "criteria")
 
     @model_validator(mode="after")
     def _fits(self) -> CompareRequest:

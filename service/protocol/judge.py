@@ -10,6 +10,7 @@ from service.protocol.base import (
     BudgetOptions,
     JudgeMode,
     Metered,
+    ReferenceTexts,
     ServiceModel,
     Usage,
     _non_blank,
@@ -62,16 +63,9 @@ class JudgeOptions(BudgetOptions):
 VerifierKind = Literal["model", "rule", "hybrid"]
 
 
-class ReferenceOptions(ServiceModel):
+class ReferenceOptions(ReferenceTexts):
     """Verification against a reference (docs/methods.md E): rules first, the model for the rest."""
 
-    reference: str | None = Field(
-        default=None,
-        description="The gold answer, or a reference solution (its final answer is compared).",
-    )
-    criteria: str | None = Field(
-        default=None, description="What counts as correct (rubric text); shown to the model."
-    )
     verifier: VerifierKind | None = Field(
         default=None,
         description="model: the model judges (with the reference in its prompt, if given); "
@@ -79,16 +73,6 @@ class ReferenceOptions(ServiceModel):
         "score null); hybrid: the rule where it decides, else the model. Default: hybrid with "
         "a reference, model without.",
     )
-
-    @field_validator("reference")
-    @classmethod
-    def _ref(cls, v: str | None) -> str | None:
-        return None if v is None else _non_blank(v, "reference")
-
-    @field_validator("criteria")
-    @classmethod
-    def _crit(cls, v: str | None) -> str | None:
-        return None if v is None else _non_blank(v, "criteria")
 
     @model_validator(mode="after")
     def _rule_needs_reference(self) -> ReferenceOptions:

@@ -31,10 +31,8 @@ from typing import Literal
 from service.scoring.debias import EPS, pride, softmax
 from service.scoring.prompts import (
     ANSWER_PREFIX,
-    FENCE_TAGS,
     Reference,
     _template,
-    defuse,
     fence,
     reference_blocks,
 )
@@ -302,8 +300,7 @@ def compare_user(
     elif criteria is not None:
         blocks.append(fence("criteria", criteria, special))
     for label, text in zip(LABELS, responses, strict=False):
-        body = defuse(text, FENCE_TAGS, special)
-        blocks.append(f"<response {label}>\n{body}\n</response {label}>")
+        blocks.append(fence(f"response {label}", text, special))
     blocks.append(task_line(len(responses), reference is not None, criteria is not None, reasoning))
     return "\n\n".join(blocks)
 

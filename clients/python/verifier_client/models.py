@@ -248,7 +248,7 @@ Sampling temperature of the comparisons; default 0 for one sample, 0.7 for sever
 
 class CompareRequest(BaseModel):
     """
-    POST /v1/judge/compare.
+    POST /v1/judge/compare. A reference and criteria are shown to the judge.
     """
 
     aggregation: Annotated[
@@ -268,7 +268,7 @@ class CompareRequest(BaseModel):
     """
     criteria: Annotated[str | None, Field(title="Criteria")] = None
     """
-    What makes a response better (rubric text); shown.
+    What counts as correct (rubric text); shown to the model.
     """
     debias: Annotated[Literal["swap", "permute", "pride", "none"] | None, Field(title="Debias")] = (
         None
@@ -298,7 +298,7 @@ class CompareRequest(BaseModel):
     """
     reference: Annotated[str | None, Field(title="Reference")] = None
     """
-    The gold answer or a reference solution, shown to the judge.
+    The gold answer, or a reference solution (its final answer is compared).
     """
     responses: Annotated[list[str], Field(title="Responses")]
     """

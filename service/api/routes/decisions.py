@@ -6,9 +6,9 @@ from fastapi import APIRouter
 
 from service.api.deps import tenant_name
 from service.api.errors import ERRORS
-from service.api.limits import check_reasoning_tokens, check_texts
+from service.api.limits import check_reasoning_tokens, check_samples, check_texts
 from service.api.pipeline import JobCall, JobDep
-from service.errors import CalibrationMismatch, InvalidRequest, UnknownCalibration
+from service.errors import CalibrationMismatch, UnknownCalibration
 from service.protocol import Metered
 from service.protocol.decisions import DecisionRequest, DecisionResponse
 from service.scoring.debias import calibration_mismatch
@@ -23,11 +23,7 @@ def _check_sizes(job: JobDep, req: DecisionRequest) -> None:
     limits = job.state.settings.limits
     if req.mode == "reasoning":
         check_reasoning_tokens(limits, req.reasoning_tokens)
-        if req.samples > limits.max_samples:
-            raise InvalidRequest(
-                f"samples={req.samples} is over the limit of {limits.max_samples} "
-                "(VERIFIER_LIMITS__MAX_SAMPLES)"
-            )
+        check_samples(limits, req.samples)
     for i, block in enumerate(input_blocks(req.input)):
         check_texts(limits, **{f"input[{i}]" if block.header else "input": block.text})
     for i, q in enumerate(req.questions):

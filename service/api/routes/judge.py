@@ -13,10 +13,11 @@ from service.api.limits import (
     check_reasoning_tokens,
     check_reference,
     check_reference_texts,
+    check_samples,
     check_texts,
 )
 from service.api.pipeline import JobCall, JobDep
-from service.errors import CalibrationMismatch, InvalidRequest, UnknownCalibration
+from service.errors import CalibrationMismatch, UnknownCalibration
 from service.protocol import (
     Metered,
     OutcomeRequest,
@@ -63,11 +64,7 @@ async def judge_compare(req: CompareRequest, job: JobDep) -> Metered:
     check_reference_texts(limits, reference=req.reference, criteria=req.criteria)
     if req.reasoning_tokens is not None:
         check_reasoning_tokens(limits, req.reasoning_tokens)
-    if req.samples > limits.max_samples:
-        raise InvalidRequest(
-            f"samples={req.samples} is over the limit of {limits.max_samples} "
-            "(VERIFIER_LIMITS__MAX_SAMPLES)"
-        )
+    check_samples(limits, req.samples)
     await check_compare_calibration(job, req, len(req.responses))
     return await job.run("compare", req)
 
