@@ -23,7 +23,17 @@ from tests.support.remote import Proc, remote_backed_service, vllm_openai_proces
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
-TOL = 0.15  # logit: bf16 logits move by a step or two between engines and batches
+# Logit: the two engines batch differently. 0.15 holds in float32; in bf16 the session's own
+# tolerance (two steps of a label logprob's ulp, 0.26) applies: 0.25 was seen on a reasoning
+# judgment's verdict (one request in-process, two on the remote engine).
+TOL = 0.15
+
+
+@pytest.fixture(scope="module")
+def tol(logit_tol: float) -> float:
+    return max(TOL, logit_tol)
+
+
 PAIRS = [
     ("What is 17 * 3?", "17 * 3 = 41"),
     (
@@ -71,19 +81,23 @@ def test_the_remote_backed_service_runs_no_engine_of_its_own(remote: Proc) -> No
     assert list(reaper.children(remote.pid)) == []  # no engine-core process
 
 
-def test_outcome_scores_agree_with_the_in_process_engine(server: Any, remote: Proc) -> None:
+def test_outcome_scores_agree_with_the_in_process_engine(
+    server: Any, remote: Proc, tol: float
+) -> None:
     for question, response in PAIRS:
         body = {"question": question, "response": response}
         local, far = (
             post(server.url, "/v1/judge/outcome", body),
             post(remote.url, "/v1/judge/outcome", body),
         )
-        assert abs(local["logit"] - far["logit"]) <= TOL, (question, local, far)
+        assert abs(local["logit"] - far["logit"]) <= tol, (question, local, far)
         assert far["usage"]["engine_calls"] == 1
         assert far["usage"]["prompt_tokens"] == local["usage"]["prompt_tokens"]
 
 
-def test_reasoning_rationales_come_from_generation_on_the_server(server: Any, remote: Proc) -> None:
+def test_reasoning_rationales_come_from_generation_on_the_server(
+    server: Any, remote: Proc, tol: float
+) -> None:
     body = {
         "question": PAIRS[0][0],
         "response": PAIRS[0][1],
@@ -97,11 +111,11 @@ def test_reasoning_rationales_come_from_generation_on_the_server(server: Any, re
     )
     assert far["rationale"] == local["rationale"]  # greedy: the same text
     assert far["usage"]["generated_tokens"] == local["usage"]["generated_tokens"]
-    assert abs(local["logit"] - far["logit"]) <= TOL
+    assert abs(local["logit"] - far["logit"]) <= tol
 
 
 def test_one_request_reasoning_scores_as_two_requests_do(
-    server: Any, remote: Proc, settings: Settings
+    server: Any, remote: Proc, settings: Settings, tol: float
 ) -> None:
     """The in-process engine reads a reasoning judgment's verdict inside the rationale's own
     request (engine.one_call_reasoning, on by default); the remote engine always sends a second
@@ -126,7 +140,7 @@ def test_one_request_reasoning_scores_as_two_requests_do(
         assert local["rationale"] == far["rationale"], question
         # The rationale and the verdict token, counted alike on both paths.
         assert local["usage"]["generated_tokens"] == far["usage"]["generated_tokens"]
-        assert abs(local["logit"] - far["logit"]) <= TOL, (question, local, far)
+        assert abs(local["logit"] - far["logit"]) <= tol, (question, local, far)
         if local["usage"]["engine_calls"] == 1:
             one_request += 1
             # One prefill of the prompt instead of two.
@@ -137,7 +151,7 @@ def test_one_request_reasoning_scores_as_two_requests_do(
 
 
 @pytest.mark.parametrize("mode", ["direct", "single_pass"])
-def test_process_scores_agree(server: Any, remote: Proc, mode: str) -> None:
+def test_process_scores_agree(server: Any, remote: Proc, mode: str, tol: float) -> None:
     body = {"question": "What is 3 * (2 + 4)?", "response": SOLUTION, "mode": mode}
     local, far = (
         post(server.url, "/v1/judge/process", body),
@@ -146,10 +160,10 @@ def test_process_scores_agree(server: Any, remote: Proc, mode: str) -> None:
     assert far["steps"] == local["steps"]
     assert len(far["step_logits"]) == 3
     for a, b in zip(local["step_logits"], far["step_logits"], strict=True):
-        assert abs(a - b) <= TOL, (mode, local["step_logits"], far["step_logits"])
+        assert abs(a - b) <= tol, (mode, local["step_logits"], far["step_logits"])
 
 
-def test_rerank_scores_agree(server: Any, remote: Proc) -> None:
+def test_rerank_scores_agree(server: Any, remote: Proc, tol: float) -> None:
     body = {
         "query": "What is 12 + 30?",
         "documents": ["12 + 30 = 42. The answer is 42.", PAIRS[2][1], SOLUTION],
@@ -159,7 +173,7 @@ def test_rerank_scores_agree(server: Any, remote: Proc) -> None:
     theirs = {r["index"]: r["relevance_score"] for r in far["results"]}
     assert set(mine) == set(theirs) == {0, 1, 2}
     for i in mine:
-        assert abs(logit(mine[i]) - logit(theirs[i])) <= TOL, (i, mine, theirs)
+        assert abs(logit(mine[i]) - logit(theirs[i])) <= tol, (i, mine, theirs)
 
 
 @pytest.fixture(scope="module")
