@@ -8,6 +8,7 @@ wait for its result, settle the quota and record what it cost.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -16,10 +17,11 @@ from pydantic import BaseModel
 
 import service.serving.budget as budget
 from service.api.deps import AppState, QueueDep, StateDep, tenant_name, tenant_of
-from service.errors import BudgetTooSmall
+from service.errors import BudgetTooSmall, CalibrationMismatch, UnknownCalibration
 from service.protocol import BudgetInfo, Metered
 from service.protocol.jobs import JOBS, JobKind
 from service.queue.base import Job, JobQueue, new_job_id
+from service.scoring.debias import calibration_mismatch
 from service.stores.auth import Reservation, reserve, settle
 
 
@@ -48,6 +50,24 @@ class JobCall:
     queue: JobQueue
     request: Request
     response: Response
+
+    async def check_calibration(
+        self, calibration_id: str | None, method: str, ks: Sequence[int]
+    ) -> None:
+        """Refuse a missing calibration, or one fitted for another method, option count or
+        model, before anything is queued or charged (the worker checks again)."""
+        if calibration_id is None:
+            return
+        cal = await self.state.calibrations.get(tenant_name(self.request), calibration_id)
+        if cal is None:
+            raise UnknownCalibration(
+                f"no calibration {calibration_id!r} for this tenant; list yours with GET "
+                "/v1/mcq/calibrations"
+            )
+        fitted = (cal.method, cal.k, cal.model)
+        why = calibration_mismatch(cal.id, fitted, method, ks, self.state.settings.model_name)
+        if why is not None:
+            raise CalibrationMismatch(why)
 
     async def run(self, kind: JobKind, req: BaseModel, *, endpoint: str | None = None) -> Metered:
         """Plan, reserve quota, submit, wait, settle, record; the response carries budget info.

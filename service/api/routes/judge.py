@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api.deps import tenant_name
 from service.api.errors import ERRORS
 from service.api.limits import (
     check_counts,
@@ -16,8 +15,7 @@ from service.api.limits import (
     check_samples,
     check_texts,
 )
-from service.api.pipeline import JobCall, JobDep
-from service.errors import CalibrationMismatch, UnknownCalibration
+from service.api.pipeline import JobDep
 from service.protocol import (
     Metered,
     OutcomeRequest,
@@ -25,8 +23,7 @@ from service.protocol import (
     ProcessRequest,
     ProcessResponse,
 )
-from service.protocol.compare import CompareRequest, CompareResponse, CompareSpec
-from service.scoring.debias import calibration_mismatch
+from service.protocol.compare import CompareRequest, CompareResponse
 
 router = APIRouter(prefix="/v1/judge", tags=["judge"], responses=ERRORS)
 
@@ -65,22 +62,5 @@ async def judge_compare(req: CompareRequest, job: JobDep) -> Metered:
     if req.reasoning_tokens is not None:
         check_reasoning_tokens(limits, req.reasoning_tokens)
     check_samples(limits, req.samples)
-    await check_compare_calibration(job, req, len(req.responses))
+    await job.check_calibration(req.calibration_id, "pride", [len(req.responses)])
     return await job.run("compare", req)
-
-
-async def check_compare_calibration(job: JobCall, spec: CompareSpec, n: int) -> None:
-    """Refuse a missing or unfit PriDe calibration before anything is queued or charged (the
-    worker checks again)."""
-    if spec.calibration_id is None:
-        return
-    cal = await job.state.calibrations.get(tenant_name(job.request), spec.calibration_id)
-    if cal is None:
-        raise UnknownCalibration(
-            f"no calibration {spec.calibration_id!r} for this tenant; list yours with GET "
-            "/v1/mcq/calibrations"
-        )
-    fitted = (cal.method, cal.k, cal.model)
-    why = calibration_mismatch(cal.id, fitted, "pride", [n], job.state.settings.model_name)
-    if why is not None:
-        raise CalibrationMismatch(why)

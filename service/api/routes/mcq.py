@@ -9,8 +9,8 @@ from fastapi import APIRouter, Request, Response
 from service.api.deps import AppState, StateDep, tenant_name
 from service.api.errors import ERRORS, NOT_FOUND
 from service.api.limits import check_counts, check_many, check_reasoning_tokens, check_texts
-from service.api.pipeline import JobCall, JobDep
-from service.errors import CalibrationMismatch, NotFound, UnknownCalibration
+from service.api.pipeline import JobDep
+from service.errors import NotFound
 from service.protocol import Metered
 from service.protocol.audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
 from service.protocol.mcq import (
@@ -23,9 +23,7 @@ from service.protocol.mcq import (
     MCQBatchRequest,
     MCQBatchResponse,
     MCQItem,
-    MCQOptions,
 )
-from service.scoring.debias import calibration_mismatch
 
 router = APIRouter(prefix="/v1/mcq", tags=["mcq"], responses=ERRORS)
 
@@ -38,27 +36,11 @@ def _check_items(state: AppState, items: Sequence[MCQItem]) -> None:
         check_many(limits, f"items[{i}].options", item.options)
 
 
-async def _check_calibration(job: JobCall, opts: MCQOptions, ks: Sequence[int]) -> None:
-    """Refuse a wrong calibration before anything is queued or charged (the worker re-checks)."""
-    if opts.calibration_id is None:
-        return
-    cal = await job.state.calibrations.get(tenant_name(job.request), opts.calibration_id)
-    if cal is None:
-        raise UnknownCalibration(
-            f"no calibration {opts.calibration_id!r} for this tenant; list yours with GET "
-            "/v1/mcq/calibrations"
-        )
-    fitted = (cal.method, cal.k, cal.model)
-    why = calibration_mismatch(cal.id, fitted, opts.debias, ks, job.state.settings.model_name)
-    if why is not None:
-        raise CalibrationMismatch(why)
-
-
 @router.post("/answer", response_model=MCQAnswerResponse)
 async def answer(req: MCQAnswerRequest, job: JobDep) -> Metered:
     """The option the model believes, raw and debiased probabilities (docs/methods.md B.4-B.7)."""
     _check_items(job.state, [req])
-    await _check_calibration(job, req, [req.k])
+    await job.check_calibration(req.calibration_id, req.debias, [req.k])
     return await job.run("mcq_answer", req)
 
 
@@ -66,7 +48,7 @@ async def answer(req: MCQAnswerRequest, job: JobDep) -> Metered:
 async def answer_batch(req: MCQBatchRequest, job: JobDep) -> Metered:
     """Many items in one request, scored in one engine batch."""
     _check_items(job.state, req.items)
-    await _check_calibration(job, req, [it.k for it in req.items])
+    await job.check_calibration(req.calibration_id, req.debias, [it.k for it in req.items])
     return await job.run("mcq_batch", req)
 
 

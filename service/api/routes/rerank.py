@@ -7,7 +7,6 @@ from fastapi import APIRouter
 from service.api.errors import ERRORS
 from service.api.limits import check_documents
 from service.api.pipeline import JobDep
-from service.api.routes.judge import check_compare_calibration
 from service.protocol import Metered, RerankRequest, RerankResponse
 
 router = APIRouter(tags=["score"], responses=ERRORS)
@@ -20,6 +19,6 @@ async def rerank(req: RerankRequest, job: JobDep) -> Metered:
     """Best-of-N in the Cohere/Jina rerank shape: documents sorted best first."""
     check_documents(job.state.settings.limits, req.query, req.texts(), req)
     if req.method == "compare":
-        await check_compare_calibration(job, req.compare_spec(), len(req.texts()))
+        await job.check_calibration(req.compare_spec().calibration_id, "pride", [len(req.texts())])
     # The three paths are one endpoint: one metric label, as before they shared this body.
     return await job.run("rerank", req, endpoint="/v1/rerank")

@@ -7,7 +7,6 @@ from fastapi import APIRouter
 from service.api.errors import ERRORS
 from service.api.limits import check_documents
 from service.api.pipeline import JobDep
-from service.api.routes.judge import check_compare_calibration
 from service.protocol import Metered, ScoreRequest, ScoreResponse
 
 router = APIRouter(tags=["score"], responses=ERRORS)
@@ -18,5 +17,7 @@ async def score(req: ScoreRequest, job: JobDep) -> Metered:
     """Outcome, process and fused scores of many responses to one question, plus a ranking."""
     check_documents(job.state.settings.limits, req.question, req.responses, req)
     if req.method == "compare":
-        await check_compare_calibration(job, req.compare_spec(), len(req.responses))
+        await job.check_calibration(
+            req.compare_spec().calibration_id, "pride", [len(req.responses)]
+        )
     return await job.run("score", req)
