@@ -98,6 +98,19 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+# How long a SIGKILLed group may take to be gone: the signal is delivered at once, but a process
+# is listed until the kernel has torn it down (a large engine process takes a while).
+KILL_WAIT_S = 5.0
+
+
+def wait_group_gone(pgid: int, timeout_s: float = KILL_WAIT_S) -> list[int]:
+    """Poll until the group ``pgid`` has no live member or ``timeout_s`` passes; what is left."""
+    deadline = time.monotonic() + timeout_s
+    while (left := group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 class ServerProcess:
     """A long-running command in its own process group, ready once its probe says so.
 
@@ -235,6 +248,7 @@ class ServerProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGKILL)
         self.popen.wait()
+        wait_group_gone(self.pid)
         self._assert_group_gone()
 
     def stop(self) -> int | None:
@@ -269,7 +283,10 @@ class ServerProcess:
         if left:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
-            raise AssertionError(f"processes {left} outlived {self.name} (killed now)")
+            # Raised only once the kill took: a caller that checks the group next finds it gone.
+            still = wait_group_gone(self.pid)
+            gone = "" if not still else f"; {still} still alive {KILL_WAIT_S:.0f} s after SIGKILL"
+            raise AssertionError(f"processes {left} outlived {self.name} (killed now{gone})")
 
     def __enter__(self) -> Self:
         self.start()

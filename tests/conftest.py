@@ -219,3 +219,11 @@ LOGIT_TOL = {"bfloat16": 0.26, "float16": 0.26, "float32": 0.02}
 def logit_tol(server: Any) -> float:
     dtype = httpx.get(server.url + "/v1/models", timeout=10).json()["data"][0]["dtype"]
     return LOGIT_TOL[dtype]
+
+
+@pytest.fixture(scope="session")
+def prob_tol(logit_tol: float) -> float:
+    """How far a probability may move between two reads of the model: a sigmoid or a softmax
+    share moves by at most a quarter of the logit gap's change, and the gap between two letters
+    by twice one logprob's move, so half the logit tolerance bounds it (0.13 bf16, 0.01 fp32)."""
+    return logit_tol / 2

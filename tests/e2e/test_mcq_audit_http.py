@@ -99,7 +99,9 @@ def test_audit_summary_matches_the_items(audited: dict[str, Any]) -> None:
     assert [a["id"] for a in s["artifacts"]] == flagged
 
 
-def test_choices_only_never_sees_the_question(server: Any, arc8: list[dict[str, Any]]) -> None:
+def test_choices_only_never_sees_the_question(
+    server: Any, arc8: list[dict[str, Any]], prob_tol: float
+) -> None:
     """Another question text changes full-condition reads, never choices-only ones."""
     swapped = [{**it, "question": "Which option names a colour of the sky at noon?"} for it in arc8]
     body = {"conditions": ["full_base", "choices_only_base"]}
@@ -111,10 +113,11 @@ def test_choices_only_never_sees_the_question(server: Any, arc8: list[dict[str, 
             x["conditions"]["choices_only_base"]["probs"],
             y["conditions"]["choices_only_base"]["probs"],
         )
-        assert max(abs(u - v) for u, v in zip(px, py, strict=True)) < 0.05
+        # the same prompt read twice: equal within the dtype's tolerance
+        assert max(abs(u - v) for u, v in zip(px, py, strict=True)) <= prob_tol
         fx, fy = x["conditions"]["full_base"]["probs"], y["conditions"]["full_base"]["probs"]
         full_moved = max(full_moved, *(abs(u - v) for u, v in zip(fx, fy, strict=True)))
-    assert full_moved > 0.05  # the check above would see a question that leaked
+    assert full_moved > prob_tol  # the check above would see a question that leaked
 
 
 def test_audit_idk_perturbations_and_tagging(server: Any, arc8: list[dict[str, Any]]) -> None:

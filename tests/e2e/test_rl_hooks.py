@@ -57,7 +57,7 @@ def test_openrlhf_remote_rm_with_prompts(server: Any, tokenizer: Any) -> None:
 
 
 def test_openrlhf_labels_are_references_decided_by_rule_where_it_can(
-    server: Any, tokenizer: Any
+    server: Any, tokenizer: Any, logit_tol: float
 ) -> None:
     prompt = tokenizer.apply_chat_template(
         [{"role": "user", "content": QUESTION}], tokenize=False, add_generation_prompt=True
@@ -73,8 +73,15 @@ def test_openrlhf_labels_are_references_decided_by_rule_where_it_can(
             question=QUESTION, response=VAGUE, reference="#### 72", verifier="model"
         )
     assert out["rewards"][:2] == [1.0, 0.0]
-    assert out["rewards"][2] == pytest.approx(model.score, abs=1e-9)
-    assert logs["model_score"] == [0.0, 0.0, pytest.approx(model.score, abs=1e-9)]
+    # the vague response's reward is this call's own read of the model ...
+    assert logs["model_score"] == [0.0, 0.0, out["rewards"][2]]
+    assert out["rewards"][2] == pytest.approx(
+        1 / (1 + math.exp(-logs["verifier_logit"][2])), abs=1e-9
+    )
+    # ... and the same judgment read alone, in another engine batch: equal within the dtype's
+    # tolerance (bf16 reads move by whole ulps between batches)
+    assert model.logit is not None
+    assert abs(logs["verifier_logit"][2] - model.logit) <= logit_tol
     assert logs["verifier_logit"][:2] == [1e4, -1e4]
     assert out["usage"]["engine_calls"] == 1  # only the vague response reached the engine
     rule_only = openrlhf_call(server.url, {**payload, "verifier": "rule"})
