@@ -302,7 +302,7 @@ class RuleSettings(SettingsGroup):
 
 
 class Settings(BaseSettings):
-    """Every setting of the service. See the README's settings table."""
+    """Every setting of the service; docs/configuration.md is generated from it."""
 
     model_config = SettingsConfigDict(
         env_prefix="VERIFIER_",

@@ -5,7 +5,9 @@ A fenced block is classified by its info string:
 - ```` ```bash ```` and ```` ```python ````: an example. It must talk to
   ``http://127.0.0.1:8000`` (the session server's URL is put in its place) and exit 0; every
   JSON body a bash example prints must carry no ``"error"`` key (curl runs with
-  ``--fail-with-body``, so a 4xx or 5xx also fails it).
+  ``--fail-with-body``, so a 4xx or 5xx also fails it). A ```` ```console ```` block right
+  after it is its output as documented: the live bodies must have its shape (the same keys at
+  every depth, the same JSON types; values may differ), so a stale output fails.
 - ```` ```bash norun ```` / ```` ```python norun ````: cannot run in a test (installs,
   ``verifier serve``, docker, kubectl, a stronger model, a GPU); marked explicitly.
 - ```` ```console ````, ```` ```text ````, ```` ```json ````, ```` ```promql ````,
@@ -92,6 +94,60 @@ def classify(block: Block) -> str:
 
 ALL_BLOCKS = [block for page in PAGES for block in fenced_blocks(page)]
 EXAMPLES = [block for block in ALL_BLOCKS if classify(block) == "run"]
+# A runnable bash example's documented output: the console block right after it.
+OUTPUTS = {
+    (block.page, block.line): after
+    for block, after in zip(ALL_BLOCKS, ALL_BLOCKS[1:], strict=False)
+    if block.page == after.page and block.lang == "bash" and after.lang == "console"
+}
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return repr(value) if value is None else "boolean"
+    if isinstance(value, int | float):
+        return "number"  # 1.0 and 1 are one JSON type
+    return {dict: "object", list: "array", str: "string"}[type(value)]
+
+
+def shape_differences(documented: Any, live: Any, at: str = "$") -> list[str]:
+    """Where the live value's shape differs from the documented one (keys and JSON types)."""
+    if _kind(documented) != _kind(live):
+        return [f"{at}: documented {_kind(documented)}, live {_kind(live)}"]
+    if isinstance(documented, dict):
+        found = [f"{at}: documented only: {sorted(documented.keys() - live.keys())}"] * bool(
+            documented.keys() - live.keys()
+        )
+        found += [f"{at}: live only: {sorted(live.keys() - documented.keys())}"] * bool(
+            live.keys() - documented.keys()
+        )
+        for key in documented.keys() & live.keys():
+            found += shape_differences(documented[key], live[key], f"{at}.{key}")
+        return found
+    if isinstance(documented, list) and documented and live:
+        # Every live item has the shape of the documented ones (lengths may differ).
+        return [
+            d
+            for i, item in enumerate(live)
+            for d in shape_differences(documented[min(i, len(documented) - 1)], item, f"{at}[{i}]")
+        ]
+    return []
+
+
+def test_the_shape_check_can_fail() -> None:
+    doc = {"a": 1, "b": [{"c": "x"}], "d": None}
+    assert shape_differences(doc, {"a": 2.5, "b": [{"c": "y"}, {"c": "z"}], "d": None}) == []
+    assert shape_differences(doc, {"a": 1, "b": [{"c": "x"}], "d": None, "e": 1})
+    assert shape_differences(doc, {"a": 1, "b": [{"c": 1}], "d": None})
+    assert shape_differences(doc, {"a": "1", "b": [], "d": None})
+    assert shape_differences(doc, {"a": 1, "b": [{"c": "x"}], "d": 0.5})
+
+
+def test_every_documented_output_of_a_runnable_example_is_json() -> None:
+    for (page, line), output in OUTPUTS.items():
+        example = next(b for b in ALL_BLOCKS if (b.page, b.line) == (page, line))
+        if classify(example) == "run":
+            assert _json_documents(output.body), output.where
 
 
 def test_every_block_is_classified() -> None:
@@ -160,3 +216,13 @@ def test_example_runs(block: Block, server: Any, tmp_path: Path) -> None:
             raise AssertionError(f"not JSON ({exc}): {shown}") from exc
         assert bodies, f"no JSON body printed: {shown}"
         assert not any(_errors(body) for body in bodies), shown
+        output = OUTPUTS.get((block.page, block.line))
+        if output is not None:
+            documented = _json_documents(output.body)
+            assert len(documented) == len(bodies), f"{output.where}: {len(documented)} bodies"
+            stale = [
+                d
+                for doc, live in zip(documented, bodies, strict=True)
+                for d in shape_differences(doc, live)
+            ]
+            assert not stale, f"{output.where} is stale: {stale}\n{shown}"

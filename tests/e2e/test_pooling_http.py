@@ -26,6 +26,7 @@ import pytest
 from loadtests.checkpoints import POISON_WORD, PRM_TAG, build_prm, build_reward
 from loadtests.harness import ROOT, ServerProcess, free_port, verifier
 from tests.support.pooled_reference import PRMReference, RewardReference
+from tests.support.prometheus_text import sample_sum
 
 TOL = 5e-3
 QUESTION = "Tom has 3 apples and buys 2 more. How many apples does he have?"
@@ -280,7 +281,7 @@ def test_what_needs_generation_is_refused_with_a_reason(
     r = post(rm, path, {**base, **body})
     assert r.status_code == 422, r.text
     error = r.json()["error"]
-    assert error["type"] in ("not_served_by_model", "invalid_request")
+    assert error["type"] == "not_served_by_model"
     assert needle in error["message"]
 
 
@@ -312,6 +313,11 @@ def test_bad_pooling_bodies(rm: Served) -> None:
 
 
 def test_pooling_routes_are_metered(rm: Served) -> None:
-    post(rm, "/classify", {"input": ["one", "two"]})
-    text = httpx.get(rm.url + "/metrics", timeout=10).text
-    assert any('endpoint="/classify"' in line for line in text.splitlines())
+    def count(status: str) -> float:
+        text = httpx.get(rm.url + "/metrics", timeout=10).text
+        return sample_sum(text, "verifier_requests_total", endpoint="/classify", status=status)
+
+    ok, refused = count("200"), count("422")
+    assert post(rm, "/classify", {"input": ["one", "two"]}).status_code == 200
+    assert post(rm, "/classify", {"input": []}).status_code == 422
+    assert (count("200") - ok, count("422") - refused) == (1, 1)

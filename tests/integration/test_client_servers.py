@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 import verifier_client as vc
@@ -91,14 +92,28 @@ async def test_the_async_client_too(busy: tuple[str, Busy]) -> None:
     assert all(keys.count(k) == 2 and stub.runs[k] == 1 for k in keys)
 
 
+class CountingTransport(httpx.HTTPTransport):
+    """A real transport that counts the requests it was asked to send."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent += 1
+        return super().handle_request(request)
+
+
 def test_connection_refused_is_retried_then_raised() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # bound, not listening: connections are refused
-        policy = vc.RetryPolicy(attempts=2, initial_backoff_s=0.01, max_backoff_s=0.01)
-        client = vc.Client(f"http://127.0.0.1:{port}", retry=policy)
+        policy = vc.RetryPolicy(attempts=3, initial_backoff_s=0.01, max_backoff_s=0.01)
+        transport = CountingTransport()
+        client = vc.Client(f"http://127.0.0.1:{port}", retry=policy, transport=transport)
         with client, pytest.raises(vc.APIConnectionError, match="ConnectError"):
             client.outcome(question="q", response="r")
+    assert transport.sent == 3  # every attempt of the policy was made, then the error raised
 
 
 @pytest.mark.timeout(600)

@@ -147,3 +147,44 @@ def test_an_app_with_only_the_handlers_renders_the_same() -> None:
     install_error_handlers(app)
     r = TestClient(app).get("/missing")
     assert_shape(r, 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    ("path", "allow"),
+    [
+        ("/v1/mcq/calibrations", "GET, POST"),  # two routes on one path: both methods
+        ("/v1/mcq/calibrations/abc", "DELETE, GET"),
+        ("/v1/judge/outcome", "POST"),
+    ],
+)
+def test_405_allow_names_every_method_of_the_path(
+    client: TestClient, path: str, allow: str
+) -> None:
+    r = client.request("OPTIONS", path)
+    assert_shape(r, 405, "method_not_allowed")
+    assert r.headers["allow"] == allow
+
+
+def test_body_that_is_not_utf8_is_a_422(client: TestClient) -> None:
+    r = client.post(
+        "/v1/judge/outcome",
+        content=b'{"question": "\xff", "response": "r"}',
+        headers={"content-type": "application/json"},
+    )
+    assert_shape(r, 422, "invalid_request")
+
+
+def test_a_chunked_body_over_the_limit_is_a_413(client: TestClient) -> None:
+    """No Content-Length: the limit is met while the body streams in, inside FastAPI's body
+    read (which turned the refusal into its 400, then our 422)."""
+
+    def chunks() -> object:
+        yield b'{"question": "q", "response": "'
+        for _ in range(8):
+            yield b"x" * 512
+        yield b'"}'
+
+    r = client.post(
+        "/v1/judge/outcome", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert "VERIFIER_LIMITS__MAX_BODY_BYTES" in assert_shape(r, 413, "payload_too_large")

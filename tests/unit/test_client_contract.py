@@ -10,9 +10,11 @@ from pathlib import Path
 from types import ModuleType
 
 import httpx
+import pytest
 
 from service.app import create_app
 from service.config import Settings
+from service.errors import ServiceError
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "clients" / "python" / "verifier_client"
@@ -85,3 +87,38 @@ def test_the_serving_path_does_not_load_the_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _service_errors() -> list[type[ServiceError]]:
+    seen: list[type[ServiceError]] = [ServiceError]
+    for cls in seen:  # grows as it walks: every subclass, at any depth
+        seen.extend(cls.__subclasses__())
+    return seen
+
+
+# The two server names the client spells the way httpx and OpenAI's client do.
+_CLIENT_NAME = {"ServiceError": "InternalServerError", "Unauthorized": "AuthenticationError"}
+
+
+@pytest.mark.parametrize("server", _service_errors(), ids=lambda c: c.__name__)
+def test_every_server_error_type_has_its_client_class(server: type[ServiceError]) -> None:
+    """Same type, a class named after the server's, under the class of the server's status."""
+    from verifier_client import errors
+
+    client = errors._BY_TYPE.get(server.type)
+    assert client is not None, f"the client has no class for {server.type!r}"
+    assert client.__name__ == _CLIENT_NAME.get(server.__name__, server.__name__ + "Error")
+    assert issubclass(client, errors._BY_STATUS[server.status]), (client, server.status)
+    assert client.__name__ in errors.__all__
+    exc = errors.error_from_response(
+        httpx.Response(server.status, json={"error": {"type": server.type, "message": "m"}})
+    )
+    assert type(exc) is client
+
+
+def test_the_client_knows_no_type_the_server_does_not_send() -> None:
+    from verifier_client import errors
+
+    sent = {cls.type for cls in _service_errors()}
+    assert set(errors._BY_TYPE) == sent, set(errors._BY_TYPE) ^ sent
+    assert set(errors._BY_STATUS) == {cls.status for cls in _service_errors()}

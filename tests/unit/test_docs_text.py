@@ -71,3 +71,63 @@ def test_every_cited_methods_section_exists() -> None:
     assert cited, "no citation found: the pattern is wrong"
     missing = sorted(c for c in cited if c not in sections and c not in parts)
     assert not missing, f"cited but not in docs/methods.md: {missing}"
+
+
+ARCHITECTURE = ROOT / "docs/architecture.md"
+
+
+def test_architecture_decisions_are_numbered_once_in_order() -> None:
+    numbers = [int(n) for n in re.findall(r"^\*\*(\d+)\. ", ARCHITECTURE.read_text(), re.M)]
+    assert numbers == list(range(1, len(numbers) + 1)), numbers
+
+
+def test_architecture_lists_every_import_contract_and_engine_module() -> None:
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    text = ARCHITECTURE.read_text()
+    table = text.split("## Dependency rules", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if re.match(r"\| [^-|]", line)][1:]  # no header
+    assert len(rows) == len(contracts["contracts"]), rows
+    engine = {p.name for p in (ROOT / "service/engine").glob("*.py")} - {"__init__.py"}
+    missing = sorted(name for name in engine if name not in text)
+    assert not missing, f"docs/architecture.md's layout omits {missing}"
+
+
+def test_readme_lists_every_eval_command() -> None:
+    from typer.main import get_command
+
+    from service.evals.cli import eval_app
+
+    names = set(get_command(eval_app).commands)  # type: ignore[attr-defined]
+    section = README.read_text().split("## Evaluations and benchmarks", 1)[1].split("\n## ", 1)[0]
+    missing = sorted(n for n in names if f"`{n}`" not in section)
+    assert not missing, f"README's eval list omits {missing}"
+
+
+def test_readme_names_the_routes_without_a_budget() -> None:
+    """The README's claim about ``max_eval_tokens`` names exactly the routes that lack it."""
+    from service.app import create_app
+    from service.config import Settings
+
+    document = create_app(Settings()).openapi()
+    schemas = document["components"]["schemas"]
+    without: set[str] = set()
+    for path, operations in document["paths"].items():
+        for op in operations.values():
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+            name = body.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1]
+            if name and "max_eval_tokens" not in schemas[name].get("properties", {}):
+                without.add(path)
+    assert without, "no route without a budget found: the walk is wrong"
+    claim = README.read_text().split("`max_eval_tokens` and `budget_policy`", 1)[1]
+    claim = claim.split("\n\n", 1)[0]
+    assert {p for p in without if f"`{p}`" in claim} == without, claim
+
+
+def test_architecture_names_the_pipeline_entry_point() -> None:
+    from service.api import pipeline
+
+    assert hasattr(pipeline.JobCall, "run")
+    assert "JobCall.run" in ARCHITECTURE.read_text()
+    assert "run_job" not in ARCHITECTURE.read_text()

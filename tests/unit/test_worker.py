@@ -135,12 +135,24 @@ async def test_worker_pulls_only_under_its_inflight_caps() -> None:
         await release.wait()
         return JobResult.success({})
 
-    worker = Worker(queue, handle, settings, block_ms=10, on_inflight=counts.append)
+    beats = [0]
+
+    def beat() -> None:
+        beats[0] += 1
+
+    async def loop_turns(n: int) -> None:
+        # Absence is proved after the loop has gone round n more times, not after a sleep.
+        target = beats[0] + n
+        await until(lambda: beats[0] >= target)
+
+    worker = Worker(
+        queue, handle, settings, block_ms=10, on_inflight=counts.append, on_progress=beat
+    )
     tasks = submit_all(queue, [make_job(payload={"case": str(i)}) for i in range(3)])
     await wait_depth(queue, 3)
     run = asyncio.create_task(worker.run())
     await until(lambda: len(running) == 2)
-    await asyncio.sleep(0.1)
+    await loop_turns(5)
     assert len(running) == 2  # the third waits for room
     release.set()
     assert all(o.ok for o in await asyncio.gather(*tasks))
@@ -157,7 +169,7 @@ async def test_worker_pulls_only_under_its_inflight_caps() -> None:
         )
         await asyncio.sleep(0.05)
     await until(lambda: "next" in running)
-    await asyncio.sleep(0.1)
+    await loop_turns(5)
     assert "last" not in running
     release.set()
     assert all(o.ok for o in await asyncio.gather(*submitted))

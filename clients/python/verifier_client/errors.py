@@ -8,19 +8,30 @@ VerifierError
       +-- BadRequestError        4xx
       |    +-- AuthenticationError      401 unauthorized
       |    +-- NotFoundError            404 not_found
+      |    +-- MethodNotAllowedError    405 method_not_allowed
       |    +-- PayloadTooLargeError     413 payload_too_large
       |    +-- InvalidRequestError      422 invalid_request
       |    |    +-- ContextTooLongError         context_too_long
       |    |    +-- BudgetTooSmallError         budget_too_small
       |    |    +-- UnknownCalibrationError     unknown_calibration
       |    |    +-- CalibrationMismatchError    calibration_mismatch
+      |    |    +-- NotServedByModelError       not_served_by_model
       |    +-- RateLimitError           429 (retried first; carries ``retry_after``)
       |         +-- OverloadedError             overloaded
       |         +-- QuotaExhaustedError         quota_exhausted
       +-- ServerError            5xx
-           +-- BadGatewayError          502 engine_error, job_failed
-           +-- ServiceUnavailableError  503 not_ready, queue_unavailable (retried first)
+           +-- InternalServerError      500 internal_error
+           +-- BadGatewayError          502
+           |    +-- EngineFailureError          engine_error
+           |    +-- JobFailedError              job_failed
+           +-- ServiceUnavailableError  503 (retried first)
+           |    +-- NotReadyError               not_ready
+           |    +-- QueueUnavailableError       queue_unavailable
+           |    +-- EngineUnavailableError      engine_unavailable
            +-- DeadlineExceededError    504 deadline_exceeded
+
+Each service error type has its own class, named after the service's (``NotServedByModel`` ->
+``NotServedByModelError``); the tests hold the two trees together.
 """
 
 from __future__ import annotations
@@ -40,10 +51,18 @@ __all__ = [
     "CalibrationMismatchError",
     "ContextTooLongError",
     "DeadlineExceededError",
+    "EngineFailureError",
+    "EngineUnavailableError",
+    "InternalServerError",
     "InvalidRequestError",
+    "JobFailedError",
+    "MethodNotAllowedError",
     "NotFoundError",
+    "NotReadyError",
+    "NotServedByModelError",
     "OverloadedError",
     "PayloadTooLargeError",
+    "QueueUnavailableError",
     "QuotaExhaustedError",
     "RateLimitError",
     "ResponseValidationError",
@@ -103,6 +122,10 @@ class NotFoundError(BadRequestError):
     pass
 
 
+class MethodNotAllowedError(BadRequestError):
+    pass
+
+
 class PayloadTooLargeError(BadRequestError):
     pass
 
@@ -127,6 +150,10 @@ class CalibrationMismatchError(InvalidRequestError):
     pass
 
 
+class NotServedByModelError(InvalidRequestError):
+    pass
+
+
 class RateLimitError(BadRequestError):
     pass
 
@@ -143,11 +170,35 @@ class ServerError(APIStatusError):
     pass
 
 
+class InternalServerError(ServerError):
+    pass
+
+
 class BadGatewayError(ServerError):
     pass
 
 
+class EngineFailureError(BadGatewayError):
+    pass
+
+
+class JobFailedError(BadGatewayError):
+    pass
+
+
 class ServiceUnavailableError(ServerError):
+    pass
+
+
+class NotReadyError(ServiceUnavailableError):
+    pass
+
+
+class QueueUnavailableError(ServiceUnavailableError):
+    pass
+
+
+class EngineUnavailableError(ServiceUnavailableError):
     pass
 
 
@@ -159,26 +210,32 @@ class DeadlineExceededError(ServerError):
 _BY_TYPE: dict[str, type[APIStatusError]] = {
     "unauthorized": AuthenticationError,
     "not_found": NotFoundError,
+    "method_not_allowed": MethodNotAllowedError,
     "payload_too_large": PayloadTooLargeError,
     "invalid_request": InvalidRequestError,
     "context_too_long": ContextTooLongError,
     "budget_too_small": BudgetTooSmallError,
     "unknown_calibration": UnknownCalibrationError,
     "calibration_mismatch": CalibrationMismatchError,
+    "not_served_by_model": NotServedByModelError,
     "overloaded": OverloadedError,
     "quota_exhausted": QuotaExhaustedError,
-    "engine_error": BadGatewayError,
-    "job_failed": BadGatewayError,
-    "not_ready": ServiceUnavailableError,
-    "queue_unavailable": ServiceUnavailableError,
+    "internal_error": InternalServerError,
+    "engine_error": EngineFailureError,
+    "job_failed": JobFailedError,
+    "not_ready": NotReadyError,
+    "queue_unavailable": QueueUnavailableError,
+    "engine_unavailable": EngineUnavailableError,
     "deadline_exceeded": DeadlineExceededError,
 }
 _BY_STATUS: dict[int, type[APIStatusError]] = {
     401: AuthenticationError,
     404: NotFoundError,
+    405: MethodNotAllowedError,
     413: PayloadTooLargeError,
     422: InvalidRequestError,
     429: RateLimitError,
+    500: InternalServerError,
     502: BadGatewayError,
     503: ServiceUnavailableError,
     504: DeadlineExceededError,
