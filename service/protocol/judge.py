@@ -21,7 +21,6 @@ from service.protocol.limits import (
     MaxSteps,
     ReasoningTokens,
     Samples,
-    Steps,
     Text,
     Texts,
 )
@@ -229,7 +228,7 @@ class ProcessRequest(JudgeOptions, ProcessOptions, ReferenceOptions):
         "context); single_pass: one prefill with a verdict slot after every step.",
     )
     question: Annotated[str, Text]
-    steps: Annotated[list[str] | None, Texts, Steps] = None
+    steps: Annotated[list[str] | None, Texts] = None
     response: Annotated[str | None, Text] = None
     early_stop: bool = Field(
         default=False, description="Judge steps in order and stop at the first below threshold."

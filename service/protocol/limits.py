@@ -47,8 +47,6 @@ Reference: Final = Limit("reference")
 """A reference or criteria up to ``max_text_chars``; over is a 422 (one field of a judgment)."""
 Documents: Final = Limit("documents", count=True)
 """A list of at most ``max_documents`` items."""
-Steps: Final = Limit("steps", count=True)
-"""A list of at most ``max_steps`` steps."""
 MaxSteps: Final = Limit("steps")
 """A step count up to ``max_steps``."""
 Samples: Final = Limit("samples")

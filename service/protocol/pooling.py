@@ -83,7 +83,8 @@ class PoolingInputs(ServiceModel):
         ]
         for i, m in enumerate(self.messages or []):
             parts.append(Bounded(f"messages[{i}].content", str(m.get("content") or ""), "text"))
-        parts.append(Bounded("input", len(items), "documents", count=True))
+        if self.input is not None:
+            parts.append(Bounded("input", len(items), "documents", count=True))
         return parts
 
     def inputs(self) -> list[str | list[int]]:
