@@ -15,7 +15,9 @@ import pytest
 from fastapi import FastAPI
 
 from service.api.limits import checked, enforce
-from service.config import LimitSettings
+from service.api.schema import strip_limits
+from service.app import create_app
+from service.config import LimitSettings, Settings
 from service.errors import ServiceError
 from service.protocol.jobs import JOB_KINDS, JOBS, JobKind
 from service.protocol.limits import LimitKind
@@ -197,3 +199,23 @@ async def test_a_text_over_the_limit_is_a_413_before_anything_is_queued(
     assert r.status_code == 413, r.text
     assert "X-Job-Id" not in r.headers
     assert "response has" in r.json()["error"]["message"]
+
+
+def test_the_schema_states_each_limit_as_the_running_settings_make_it() -> None:
+    settings = Settings(limits=LIMITS)
+    schemas = create_app(settings).openapi()["components"]["schemas"]
+    query = schemas["RewardRequest"]["properties"]["query"]
+    assert (query["maxItems"], query["x-limit"]) == (5, "VERIFIER_LIMITS__MAX_DOCUMENTS")
+    assert query["items"]["maxLength"] == 80
+    assert query["items"]["x-limit"] == "VERIFIER_LIMITS__MAX_TEXT_CHARS"
+    (tokens, _) = schemas["RewardRequest"]["properties"]["reasoning_tokens"]["anyOf"]
+    assert (tokens["maximum"], tokens["x-limit"]) == (300, "VERIFIER_LIMITS__MAX_REASONING_TOKENS")
+    samples = schemas["OutcomeRequest"]["properties"]["samples"]
+    assert (samples["maximum"], samples["x-limit"]) == (3, "VERIFIER_LIMITS__MAX_SAMPLES")
+    assert schemas["PoolOption"]["properties"]["text"]["maxLength"] == 80
+
+
+def test_stripped_of_its_limits_the_schema_is_the_one_without_them() -> None:
+    app = create_app(Settings(limits=LIMITS))
+    plain = json.loads(json.dumps(FastAPI.openapi(create_app(Settings()))))
+    assert strip_limits(json.loads(json.dumps(app.openapi()))) == plain
