@@ -219,3 +219,14 @@ def test_stripped_of_its_limits_the_schema_is_the_one_without_them() -> None:
     app = create_app(Settings(limits=LIMITS))
     plain = json.loads(json.dumps(FastAPI.openapi(create_app(Settings()))))
     assert strip_limits(json.loads(json.dumps(app.openapi()))) == plain
+
+
+def test_a_decision_option_is_bounded_as_the_model_reads_it() -> None:
+    choices = [{"value": "yes"}, {"value": "no", "description": "x" * LIMITS.max_text_chars}]
+    body = {
+        "input": A,
+        "model": "m",
+        "questions": [{"type": "choice", "instructions": "Right?", "choices": choices}],
+    }
+    with pytest.raises(ServiceError, match=r"questions\[0\]\.options\[1\] has 83 characters"):
+        enforce(JOBS["decision"].request.model_validate(body), LIMITS)
