@@ -10,6 +10,7 @@ them from the live /openapi.json and compares.
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -54,9 +55,12 @@ def openapi_from_app() -> dict[str, Any]:
 
 def generate(document: dict[str, Any]) -> str:
     """Python source of the models for ``document``."""
+    from service.api.schema import strip_limits
+
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "openapi.json", Path(tmp) / "models.py"
-        src.write_text(json.dumps(document, sort_keys=True))
+        # The limits the server states follow its settings; the client's models do not.
+        src.write_text(json.dumps(strip_limits(copy.deepcopy(document)), sort_keys=True))
         cmd = [sys.executable, "-m", "datamodel_code_generator", "--input", str(src)]
         subprocess.run([*cmd, "--output", str(out), *ARGS], check=True, cwd=ROOT)
         body = out.read_text()

@@ -18,6 +18,7 @@ import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
@@ -39,6 +40,7 @@ from service.api.routes import (
     split,
 )
 from service.api.routes import metrics as metrics_api
+from service.api.schema import state_limits
 from service.config import Settings, get_settings
 from service.engine.base import Engine
 from service.engine.health import watch_engine
@@ -325,6 +327,17 @@ async def _shutdown(state: AppState) -> None:
         await bounded(state.redis.aclose(), CLOSE_TIMEOUT_S, "closing Redis")
 
 
+def _state_limits_in_schema(app: FastAPI, settings: Settings) -> None:
+    """/openapi.json states each request limit as these settings make it."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = state_limits(FastAPI.openapi(app), settings.limits)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> FastAPI:
     """Build the ASGI app. Nothing heavy happens until the lifespan starts."""
     settings = settings or get_settings()
@@ -348,6 +361,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(reward.router)
     app.include_router(pooling.router)
     app.include_router(decisions.router)
+    _state_limits_in_schema(app, settings)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.limits.max_body_bytes)
     if settings.auth.enabled:

@@ -1,82 +1,88 @@
-"""Request limits checked before a job is queued: sizes are 413, counts and options 422."""
+"""Request limits, enforced in one place before a job is queued.
+
+The request models declare what is bounded (``service.protocol.limits``); this module maps each
+limit kind to its setting and status: a text over the size limit is a 413, a reference or
+criteria over it a 422 (it is one field of a judging request), counts, samples and reasoning
+budgets over their limits a 422.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from pydantic import BaseModel
+
 from service.config import LimitSettings
-from service.errors import InvalidRequest, PayloadTooLarge
-from service.protocol import JudgeOptions, ScoreOptions
-from service.protocol.judge import ReferenceOptions
+from service.errors import InvalidRequest, PayloadTooLarge, ServiceError
+from service.protocol.decisions import DecisionRequest
+from service.protocol.limits import Bounded, LimitKind, bounded
+from service.serving.decisions import input_blocks, question_spec
 
 
-def check_texts(limits: LimitSettings, **texts: str) -> None:
-    """413 for any text over the configured size, naming the field and the setting."""
-    for name, text in texts.items():
-        if len(text) > limits.max_text_chars:
-            raise PayloadTooLarge(
-                f"{name} has {len(text)} characters, over the limit of {limits.max_text_chars} "
-                "(VERIFIER_LIMITS__MAX_TEXT_CHARS)"
-            )
+@dataclass(frozen=True)
+class LimitRule:
+    """A limit kind's setting (field of ``LimitSettings``), its error and a fix-it hint."""
+
+    setting: str
+    error: type[ServiceError]
+    hint: str = ""
+
+    @property
+    def env(self) -> str:
+        return f"VERIFIER_LIMITS__{self.setting.upper()}"
 
 
-def check_reference_texts(limits: LimitSettings, **texts: str | None) -> None:
-    """A reference or criteria over the text limit is a 422 naming the field (a reference is
-    refused as invalid, not as a large payload: it is one field of a judging request)."""
-    for name, text in texts.items():
-        if text is not None and len(text) > limits.max_text_chars:
-            raise InvalidRequest(
-                f"{name} has {len(text)} characters, over the limit of {limits.max_text_chars} "
-                "(VERIFIER_LIMITS__MAX_TEXT_CHARS); send the final answer or a shorter solution"
-            )
+RULES: Final[dict[LimitKind, LimitRule]] = {
+    "text": LimitRule("max_text_chars", PayloadTooLarge),
+    "reference": LimitRule(
+        "max_text_chars", InvalidRequest, "; send the final answer or a shorter solution"
+    ),
+    "documents": LimitRule("max_documents", InvalidRequest, "; send them in several requests"),
+    "steps": LimitRule("max_steps", InvalidRequest),
+    "samples": LimitRule("max_samples", InvalidRequest),
+    "reasoning_tokens": LimitRule("max_reasoning_tokens", InvalidRequest),
+}
 
 
-def check_reference(limits: LimitSettings, req: ReferenceOptions) -> None:
-    check_reference_texts(limits, reference=req.reference, criteria=req.criteria)
+def limit_value(settings: LimitSettings, kind: LimitKind) -> int:
+    """The running limit of ``kind``."""
+    value: int = getattr(settings, RULES[kind].setting)
+    return value
 
 
-def check_many(limits: LimitSettings, name: str, texts: list[str]) -> None:
-    check_texts(limits, **{f"{name}[{i}]": t for i, t in enumerate(texts)})
+def _decision_texts(req: DecisionRequest) -> Iterator[Bounded]:
+    """A decision's texts as the model reads them: input blocks, instructions, options."""
+    blocks = input_blocks(req.input)
+    for i, block in enumerate(blocks):
+        yield Bounded(f"input[{i}]" if block.header else "input", block.text, "text")
+    for i, q in enumerate(req.questions):
+        spec = question_spec(q)
+        yield Bounded(f"questions[{i}].instructions", spec.instructions, "text")
+        for j, (text, desc) in enumerate(spec.options):
+            yield Bounded(f"questions[{i}].options[{j}]", f"{text} {desc or ''}", "text")
 
 
-def check_counts(limits: LimitSettings, *, documents: int = 0, max_steps: int = 0) -> None:
-    if documents > limits.max_documents:
-        raise InvalidRequest(
-            f"{documents} documents, over the limit of {limits.max_documents} "
-            "(VERIFIER_LIMITS__MAX_DOCUMENTS); send them in several requests"
-        )
-    if max_steps > limits.max_steps:
-        raise InvalidRequest(
-            f"max_steps={max_steps} or that many steps is over the limit of {limits.max_steps} "
-            "(VERIFIER_LIMITS__MAX_STEPS)"
-        )
+def checked(req: BaseModel) -> Iterator[Bounded]:
+    """Every bounded value of ``req``: its declared fields, and a decision's rendered texts."""
+    yield from bounded(req)
+    if isinstance(req, DecisionRequest):
+        yield from _decision_texts(req)
 
 
-def check_judge_options(limits: LimitSettings, options: JudgeOptions) -> None:
-    check_samples(limits, options.samples)
-    check_reasoning_tokens(limits, options.reasoning_tokens)
-
-
-def check_samples(limits: LimitSettings, samples: int) -> None:
-    if samples > limits.max_samples:
-        raise InvalidRequest(
-            f"samples={samples} is over the limit of {limits.max_samples} "
-            "(VERIFIER_LIMITS__MAX_SAMPLES)"
-        )
-
-
-def check_reasoning_tokens(limits: LimitSettings, reasoning_tokens: int) -> None:
-    if reasoning_tokens > limits.max_reasoning_tokens:
-        raise InvalidRequest(
-            f"reasoning_tokens={reasoning_tokens} is over the limit of "
-            f"{limits.max_reasoning_tokens} (VERIFIER_LIMITS__MAX_REASONING_TOKENS)"
-        )
-
-
-def check_documents(
-    limits: LimitSettings, question: str, texts: list[str], opts: ScoreOptions
-) -> None:
-    """The checks of /v1/score and the rerank routes: many documents under one question."""
-    check_counts(limits, documents=len(texts), max_steps=opts.max_steps)
-    check_texts(limits, question=question)
-    check_many(limits, "documents", texts)
-    check_reference(limits, opts)
-    check_judge_options(limits, opts)
+def enforce(req: BaseModel, settings: LimitSettings) -> None:
+    """Raise the first limit ``req`` is over: 413 for a text, 422 for anything else, the
+    message naming the field path and the setting."""
+    for item in checked(req):
+        rule = RULES[item.kind]
+        limit = limit_value(settings, item.kind)
+        if item.size <= limit:
+            continue
+        if isinstance(item.value, str):
+            what = f"{item.path} has {item.size} characters"
+        elif item.count:
+            what = f"{item.path} has {item.size} items"
+        else:
+            what = f"{item.path}={item.size}"
+        raise rule.error(f"{what}, over the limit of {limit} ({rule.env}){rule.hint}")

@@ -1,8 +1,9 @@
 """The one path every model-using request takes.
 
-Routes validate and check limits, then ``return await job.run("<kind>", req)`` with a
-:data:`JobDep`: plan the token budget, reserve the tenant's quota, submit a job to the queue,
-wait for its result, settle the quota and record what it cost.
+Routes ``return await job.run("<kind>", req)`` with a :data:`JobDep`: check the limits the
+request's model declares (:func:`service.api.limits.enforce`), plan the token budget, reserve
+the tenant's quota, submit a job to the queue, wait for its result, settle the quota and
+record what it cost.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 import service.serving.budget as budget
 from service.api.deps import AppState, QueueDep, StateDep, tenant_name, tenant_of
+from service.api.limits import enforce
 from service.errors import BudgetTooSmall, CalibrationMismatch, UnknownCalibration
 from service.protocol import BudgetInfo, Metered
 from service.protocol.jobs import JOBS, JobKind
@@ -69,12 +71,18 @@ class JobCall:
         if why is not None:
             raise CalibrationMismatch(why)
 
+    def admit(self, req: BaseModel) -> None:
+        """Refuse a request over a limit (413 or 422) before anything is planned or queued."""
+        enforce(req, self.state.settings.limits)
+
     async def run(self, kind: JobKind, req: BaseModel, *, endpoint: str | None = None) -> Metered:
-        """Plan, reserve quota, submit, wait, settle, record; the response carries budget info.
+        """Check limits, plan, reserve quota, submit, wait, settle, record; the response carries
+        budget info.
 
         ``endpoint`` is the metric label; the route's template unless given (aliases of one
         endpoint share one label).
         """
+        self.admit(req)
         state, request, response = self.state, self.request, self.response
         record = tenant_of(request)
         tenant = tenant_name(request)

@@ -6,11 +6,12 @@ Figures that are undefined (a Spearman rho over constant values, a rate over no 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
+from service.protocol.limits import Documents, ReasoningTokens, Text
 from service.protocol.mcq import MAX_OPTIONS, DebiasMethod, MCQQuestion, PhiKind
 from service.scoring.popprior import LambdaFit
 
@@ -40,12 +41,12 @@ class AuditItem(MCQQuestion):
 class AuditRequest(BudgetOptions):
     """POST /v1/mcq/audit: every item under full vs choices-only x base vs reason."""
 
-    items: list[AuditItem] = Field(min_length=1)
+    items: Annotated[list[AuditItem], Documents] = Field(min_length=1)
     conditions: list[AuditCondition] = Field(
         default=["full_base", "full_reason", "choices_only_base", "choices_only_reason"],
         min_length=1,
     )
-    reasoning_tokens: int = Field(
+    reasoning_tokens: Annotated[int, ReasoningTokens] = Field(
         default=256, ge=1, description="Rationale budget of the reason conditions."
     )
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
@@ -199,7 +200,7 @@ class AuditResponse(Metered, _AuditFields):
 
 
 class PoolOption(ServiceModel):
-    text: str
+    text: Annotated[str, Text]
     popularity: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @field_validator("text")
@@ -210,7 +211,7 @@ class PoolOption(ServiceModel):
 
 class PoolItem(ServiceModel):
     id: str = Field(default="", max_length=200)
-    question: str
+    question: Annotated[str, Text]
     answer: PoolOption
     candidates: list[PoolOption] = Field(min_length=1, max_length=MAX_POOL)
 
@@ -223,7 +224,7 @@ class PoolItem(ServiceModel):
 class PopMCQRequest(BudgetOptions):
     """POST /v1/mcq/popmcq: build S1-S6 from candidate pools, answer, debias, measure."""
 
-    items: list[PoolItem] = Field(min_length=2)
+    items: Annotated[list[PoolItem], Documents] = Field(min_length=2)
     popularity: Literal["given", "model"] = Field(
         default="model",
         description="given: every answer and candidate carries its popularity in [0, 1]; "

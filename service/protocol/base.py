@@ -7,10 +7,11 @@ version, or SDKs that send extra fields (Cohere's, Jina's), keep working.
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from service.protocol.limits import Reference
 from service.protocol.textcheck import check_unicode
 
 logger = logging.getLogger(__name__)
@@ -42,11 +43,11 @@ def _non_blank(value: str, name: str) -> str:
 class ReferenceTexts(ServiceModel):
     """A reference and criteria shown to the judge (docs/methods.md E.4, H.1)."""
 
-    reference: str | None = Field(
+    reference: Annotated[str | None, Reference] = Field(
         default=None,
         description="The gold answer, or a reference solution (its final answer is compared).",
     )
-    criteria: str | None = Field(
+    criteria: Annotated[str | None, Reference] = Field(
         default=None, description="What counts as correct (rubric text); shown to the model."
     )
 

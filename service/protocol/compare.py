@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ReferenceTexts, ServiceModel, _non_blank
+from service.protocol.limits import Documents, ReasoningTokens, Samples, Text, Texts
 from service.scoring.compare import LABELS, CompareAggregation, CompareDebias, CompareMode
 
 MIN_RESPONSES = 2
@@ -108,15 +111,17 @@ class CompareSpec(ServiceModel):
 class CompareRequest(BudgetOptions, CompareSpec, ReferenceTexts):
     """POST /v1/judge/compare. A reference and criteria are shown to the judge."""
 
-    question: str = Field(description="The problem the responses answer.")
-    responses: list[str] = Field(description="2 or more candidate responses, compared together.")
-    reasoning_tokens: int | None = Field(
+    question: Annotated[str, Text] = Field(description="The problem the responses answer.")
+    responses: Annotated[list[str], Texts, Documents] = Field(
+        description="2 or more candidate responses, compared together."
+    )
+    reasoning_tokens: Annotated[int | None, ReasoningTokens] = Field(
         default=None,
         ge=1,
         description="Compare in writing within this many tokens before each read; unset: "
         "read at once.",
     )
-    samples: int = Field(
+    samples: Annotated[int, Samples] = Field(
         default=1, ge=1, description="Sampled comparisons per order (needs reasoning_tokens)."
     )
     temperature: float | None = Field(

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
 from service.protocol.base import BudgetOptions, JudgeMode, Metered, ServiceModel, Usage
+from service.protocol.limits import ReasoningTokens, Samples
 
 # OpenAI allows 400 questions and 255 choices. Here every question is one engine request
 # sharing the input's prefix: 64 keeps one decision from filling the engine's batch and the
@@ -280,10 +281,10 @@ class DecisionRequest(BudgetOptions):
         "model first thinks within reasoning_tokens, then its labels are read after "
         "'Answer:' (docs/methods.md F.5).",
     )
-    reasoning_tokens: int = Field(
+    reasoning_tokens: Annotated[int, ReasoningTokens] = Field(
         default=256, ge=1, description="Extension: the thinking budget per read (reasoning)."
     )
-    samples: int = Field(
+    samples: Annotated[int, Samples] = Field(
         default=1,
         ge=1,
         description="Extension: sampled thoughts per read (reasoning); probabilities averaged.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -16,6 +16,14 @@ from service.protocol.base import (
     _non_blank,
 )
 from service.protocol.compare import CompareSpec, CompareSummary
+from service.protocol.limits import (
+    Documents,
+    MaxSteps,
+    ReasoningTokens,
+    Samples,
+    Text,
+    Texts,
+)
 from service.scoring.answers import Reason
 
 
@@ -26,10 +34,10 @@ class JudgeOptions(BudgetOptions):
         default="direct",
         description="direct: read the verdict at once; reasoning: write a rationale first.",
     )
-    reasoning_tokens: int = Field(
+    reasoning_tokens: Annotated[int, ReasoningTokens] = Field(
         default=256, ge=1, description="Rationale budget per judgment (reasoning mode)."
     )
-    samples: int = Field(
+    samples: Annotated[int, Samples] = Field(
         default=1, ge=1, description="Sampled rationales per judgment; scores are averaged."
     )
     temperature: float | None = Field(
@@ -101,8 +109,8 @@ DecidedBy = Literal["rule", "model"]
 class OutcomeRequest(JudgeOptions, ReferenceOptions):
     """POST /v1/judge/outcome."""
 
-    question: str = Field(description="The problem the response answers.")
-    response: str = Field(description="The candidate answer under judgment.")
+    question: Annotated[str, Text] = Field(description="The problem the response answers.")
+    response: Annotated[str, Text] = Field(description="The candidate answer under judgment.")
     return_rationale: bool = False
 
     @field_validator("question")
@@ -168,14 +176,16 @@ Aggregation = Literal["min", "mean", "mean_logit", "last", "prod"]
 class SplitRequest(BudgetOptions):
     """POST /v1/split."""
 
-    response: str
+    response: Annotated[str, Text]
     method: SplitMethod = Field(
         default="heuristic",
         description="heuristic: blank lines and numbered steps; model: the model marks steps "
         "with [SPLIT] (checked against the original, else heuristic); auto: model only when the "
         "heuristic finds no structure.",
     )
-    max_steps: int = Field(default=64, ge=1, description="Above it, adjacent short steps merge.")
+    max_steps: Annotated[int, MaxSteps] = Field(
+        default=64, ge=1, description="Above it, adjacent short steps merge."
+    )
 
     @field_validator("response")
     @classmethod
@@ -202,7 +212,7 @@ class ProcessOptions(ServiceModel):
     )
     threshold: float = Field(default=0.5, gt=0.0, lt=1.0, description="First-error threshold.")
     split: SplitMethod = Field(default="heuristic", description="How `response` is split.")
-    max_steps: int = Field(default=64, ge=1)
+    max_steps: Annotated[int, MaxSteps] = Field(default=64, ge=1)
 
 
 class ProcessRequest(JudgeOptions, ProcessOptions, ReferenceOptions):
@@ -217,9 +227,9 @@ class ProcessRequest(JudgeOptions, ProcessOptions, ReferenceOptions):
         description="direct/reasoning: one judgment per step (step k sees steps 1..k-1 as "
         "context); single_pass: one prefill with a verdict slot after every step.",
     )
-    question: str
-    steps: list[str] | None = None
-    response: str | None = None
+    question: Annotated[str, Text]
+    steps: Annotated[list[str] | None, Texts] = None
+    response: Annotated[str | None, Text] = None
     early_stop: bool = Field(
         default=False, description="Judge steps in order and stop at the first below threshold."
     )
@@ -343,8 +353,8 @@ class ScoreOptions(JudgeOptions, ProcessOptions, ReferenceOptions):
 class ScoreRequest(ScoreOptions):
     """POST /v1/score: many responses to one question."""
 
-    question: str
-    responses: list[str] = Field(min_length=1)
+    question: Annotated[str, Text]
+    responses: Annotated[list[str], Texts, Documents] = Field(min_length=1)
 
     @field_validator("question")
     @classmethod
@@ -399,15 +409,15 @@ class ScoreResponse(Metered, _ScoreFields):
 
 
 class RerankDocument(BaseModel):
-    text: str
+    text: Annotated[str, Text]
 
 
 class RerankRequest(ScoreOptions):
     """Cohere/Jina rerank shape plus verifier options (`query` is the question)."""
 
     model: str | None = None
-    query: str
-    documents: list[str | RerankDocument] = Field(min_length=1)
+    query: Annotated[str, Text]
+    documents: Annotated[list[str | RerankDocument], Texts, Documents] = Field(min_length=1)
     top_n: int | None = None
     return_documents: bool = False
 

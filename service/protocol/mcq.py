@@ -6,11 +6,12 @@ Shares the base model, usage and budget options of :mod:`service.protocol`.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
+from service.protocol.limits import Documents, Text, Texts
 from service.scoring.popprior import LambdaFit
 
 MIN_OPTIONS, MAX_OPTIONS = 2, 10
@@ -29,8 +30,8 @@ POPULARITY_HELP = (
 class MCQQuestion(ServiceModel):
     """A question with 2-10 non-blank options (answers and audits build on it)."""
 
-    question: str
-    options: list[str] = Field(
+    question: Annotated[str, Text]
+    options: Annotated[list[str], Texts] = Field(
         min_length=MIN_OPTIONS, max_length=MAX_OPTIONS, description="Option texts, A, B, ..."
     )
 
@@ -122,7 +123,7 @@ class MCQAnswerRequest(MCQItem, MCQOptions):
 class MCQBatchRequest(MCQOptions):
     """POST /v1/mcq/answer/batch: many items, one engine batch, one debiasing setting."""
 
-    items: list[MCQItem] = Field(min_length=1)
+    items: Annotated[list[MCQItem], Documents] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _popularity_for_popdebias(self) -> MCQBatchRequest:
@@ -171,7 +172,7 @@ class CalibrationRequest(BudgetOptions):
     """POST /v1/mcq/calibrations: fit a debiasing method on unlabelled items."""
 
     method: CalibrationMethod
-    items: list[MCQItem] = Field(
+    items: Annotated[list[MCQItem], Documents] = Field(
         default_factory=list,
         description="Calibration items (no labels). contextual needs none if k is given.",
     )

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from service.protocol.base import Metered, ServiceModel, Usage
+from service.protocol.limits import Bounded
 
 PoolingTask = Literal["classify", "token_classify"]
 # vLLM's other tasks, refused with a message (this service serves reward models only).
@@ -73,6 +74,18 @@ class PoolingInputs(ServiceModel):
                 f"{', '.join(unsupported)}: not supported by this service; leave unset"
             )
         return self
+
+    def bounded_parts(self) -> list[Bounded]:
+        """Each text input and message content, and the inputs as documents."""
+        items = self.inputs()
+        parts = [
+            Bounded(f"input[{i}]", t, "text") for i, t in enumerate(items) if isinstance(t, str)
+        ]
+        for i, m in enumerate(self.messages or []):
+            parts.append(Bounded(f"messages[{i}].content", str(m.get("content") or ""), "text"))
+        if self.input is not None:
+            parts.append(Bounded("input", len(items), "documents", count=True))
+        return parts
 
     def inputs(self) -> list[str | list[int]]:
         """The prompts, one per returned item (a chat is one)."""

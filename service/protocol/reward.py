@@ -7,7 +7,7 @@ where each query is prompt plus response as one decoded string, and reads ``rewa
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -15,12 +15,15 @@ from pydantic.json_schema import SkipJsonSchema
 from service.protocol.base import BudgetInfo, JudgeMode, Metered, ServiceModel, Usage, _non_blank
 from service.protocol.compare import CompareSpec
 from service.protocol.judge import VerifierKind
+from service.protocol.limits import Bounded, Documents, ReasoningTokens, Reference, Texts
 
 
 class RewardRequest(ServiceModel):
     """POST /get_reward. The last four fields are this service's; unset, the settings apply."""
 
-    query: list[str] = Field(default_factory=list, description="Prompt + response, decoded.")
+    query: Annotated[list[str], Texts, Documents] = Field(
+        default_factory=list, description="Prompt + response, decoded."
+    )
     prompts: list[str] = Field(
         default_factory=list,
         description="The prompts, when sent: a query that starts with its prompt is cut there.",
@@ -37,7 +40,7 @@ class RewardRequest(ServiceModel):
         "VERIFIER_REWARD__SEPARATOR, else the chat template's assistant marker.",
     )
     mode: JudgeMode | None = Field(default=None, description="Default VERIFIER_REWARD__MODE.")
-    reasoning_tokens: int | None = Field(
+    reasoning_tokens: Annotated[int | None, ReasoningTokens] = Field(
         default=None, ge=1, description="Default VERIFIER_REWARD__REASONING_TOKENS."
     )
     cache: bool = True
@@ -46,7 +49,7 @@ class RewardRequest(ServiceModel):
         description="model | rule | hybrid for every query; default: hybrid for a query with "
         "a reference, model without. rule needs every query's label.",
     )
-    criteria: str | None = Field(
+    criteria: Annotated[str | None, Reference] = Field(
         default=None, description="What counts as correct (rubric text), for every query."
     )
     method: Literal["outcome", "compare"] = Field(
@@ -94,6 +97,14 @@ class RewardRequest(ServiceModel):
 
     def compare_spec(self) -> CompareSpec:
         return self.compare or CompareSpec()
+
+    def bounded_parts(self) -> list[Bounded]:
+        """Each label, read as a reference (a number is its text)."""
+        return [
+            Bounded(f"labels[{i}]", ref, "reference")
+            for i, ref in enumerate(self.references())
+            if ref is not None
+        ]
 
     def references(self) -> list[str | None]:
         """Query i's reference, or None (no label, an empty one, or null)."""

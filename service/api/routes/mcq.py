@@ -1,14 +1,11 @@
-"""/v1/mcq/*: multiple-choice answers and calibrations (thin: validate, check, submit)."""
+"""/v1/mcq/*: multiple-choice answers and calibrations (thin: validate, submit)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from fastapi import APIRouter, Request, Response
 
-from service.api.deps import AppState, StateDep, tenant_name
+from service.api.deps import StateDep, tenant_name
 from service.api.errors import ERRORS, NOT_FOUND
-from service.api.limits import check_counts, check_many, check_reasoning_tokens, check_texts
 from service.api.pipeline import JobDep
 from service.errors import NotFound
 from service.protocol import Metered
@@ -22,24 +19,14 @@ from service.protocol.mcq import (
     MCQAnswerResponse,
     MCQBatchRequest,
     MCQBatchResponse,
-    MCQItem,
 )
 
 router = APIRouter(prefix="/v1/mcq", tags=["mcq"], responses=ERRORS)
 
 
-def _check_items(state: AppState, items: Sequence[MCQItem]) -> None:
-    limits = state.settings.limits
-    check_counts(limits, documents=len(items))
-    for i, item in enumerate(items):
-        check_texts(limits, **{f"items[{i}].question": item.question})
-        check_many(limits, f"items[{i}].options", item.options)
-
-
 @router.post("/answer", response_model=MCQAnswerResponse)
 async def answer(req: MCQAnswerRequest, job: JobDep) -> Metered:
     """The option the model believes, raw and debiased probabilities (docs/methods.md B.4-B.7)."""
-    _check_items(job.state, [req])
     await job.check_calibration(req.calibration_id, req.debias, [req.k])
     return await job.run("mcq_answer", req)
 
@@ -47,43 +34,25 @@ async def answer(req: MCQAnswerRequest, job: JobDep) -> Metered:
 @router.post("/answer/batch", response_model=MCQBatchResponse)
 async def answer_batch(req: MCQBatchRequest, job: JobDep) -> Metered:
     """Many items in one request, scored in one engine batch."""
-    _check_items(job.state, req.items)
     await job.check_calibration(req.calibration_id, req.debias, [it.k for it in req.items])
     return await job.run("mcq_batch", req)
-
-
-def _check_audit(state: AppState, req: AuditRequest) -> None:
-    limits = state.settings.limits
-    check_counts(limits, documents=len(req.items))
-    check_reasoning_tokens(limits, req.reasoning_tokens)
-    for i, item in enumerate(req.items):
-        check_texts(limits, **{f"items[{i}].question": item.question})
-        check_many(limits, f"items[{i}].options", item.options)
 
 
 @router.post("/audit", response_model=AuditResponse)
 async def audit(req: AuditRequest, job: JobDep) -> Metered:
     """Choices-only and reasoning audit: full vs choices-only x base vs reason (methods.md C)."""
-    _check_audit(job.state, req)
     return await job.run("mcq_audit", req)
 
 
 @router.post("/popmcq", response_model=PopMCQResponse)
 async def popmcq(req: PopMCQRequest, job: JobDep) -> Metered:
     """PopMCQ stress test: S1-S6 items from candidate pools, metrics per debiasing method."""
-    limits = job.state.settings.limits
-    check_counts(limits, documents=len(req.items))
-    for i, item in enumerate(req.items):
-        texts = [item.answer.text, *(c.text for c in item.candidates)]
-        check_texts(limits, **{f"items[{i}].question": item.question})
-        check_many(limits, f"items[{i}].texts", texts)
     return await job.run("mcq_popmcq", req)
 
 
 @router.post("/calibrations", response_model=CalibrationResponse)
 async def fit_calibration(req: CalibrationRequest, job: JobDep) -> Metered:
     """Fit a debiasing method on unlabelled items; stored for this tenant, returns its id."""
-    _check_items(job.state, req.items)
     return await job.run("mcq_calibrate", req)
 
 

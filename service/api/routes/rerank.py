@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.errors import ERRORS
-from service.api.limits import check_documents
 from service.api.pipeline import JobDep
 from service.protocol import Metered, RerankRequest, RerankResponse
 
@@ -17,7 +16,6 @@ router = APIRouter(tags=["score"], responses=ERRORS)
 @router.post("/rerank", response_model=RerankResponse, response_model_exclude_none=True)
 async def rerank(req: RerankRequest, job: JobDep) -> Metered:
     """Best-of-N in the Cohere/Jina rerank shape: documents sorted best first."""
-    check_documents(job.state.settings.limits, req.query, req.texts(), req)
     if req.method == "compare":
         await job.check_calibration(req.compare_spec().calibration_id, "pride", [len(req.texts())])
     # The three paths are one endpoint: one metric label, as before they shared this body.

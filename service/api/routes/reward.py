@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.errors import ERRORS
-from service.api.limits import check_counts, check_many, check_reference_texts
 from service.api.pipeline import JobDep
 from service.protocol import Metered
 from service.protocol.reward import RewardRequest, RewardResponse
@@ -25,8 +24,4 @@ async def get_reward(req: RewardRequest, job: JobDep) -> Metered:
     """
     if not req.query:
         return RewardResponse(rewards=[], scores=[], extra_logs={})
-    check_counts(job.state.settings.limits, documents=len(req.query))
-    check_many(job.state.settings.limits, "query", req.query)
-    labels = {f"labels[{i}]": ref for i, ref in enumerate(req.references())}
-    check_reference_texts(job.state.settings.limits, criteria=req.criteria, **labels)
     return await job.run("reward", req)

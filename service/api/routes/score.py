@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.errors import ERRORS
-from service.api.limits import check_documents
 from service.api.pipeline import JobDep
 from service.protocol import Metered, ScoreRequest, ScoreResponse
 
@@ -15,7 +14,6 @@ router = APIRouter(tags=["score"], responses=ERRORS)
 @router.post("/v1/score", response_model=ScoreResponse)
 async def score(req: ScoreRequest, job: JobDep) -> Metered:
     """Outcome, process and fused scores of many responses to one question, plus a ranking."""
-    check_documents(job.state.settings.limits, req.question, req.responses, req)
     if req.method == "compare":
         await job.check_calibration(
             req.compare_spec().calibration_id, "pride", [len(req.responses)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.errors import ERRORS
-from service.api.limits import check_counts, check_texts
 from service.api.pipeline import JobDep
 from service.protocol import Metered, SplitRequest, SplitResponse
 
@@ -15,7 +14,4 @@ router = APIRouter(tags=["split"], responses=ERRORS)
 @router.post("/v1/split", response_model=SplitResponse)
 async def split(req: SplitRequest, job: JobDep) -> Metered:
     """Split a response into steps (heuristic, model-marked with a checked copy, or auto)."""
-    limits = job.state.settings.limits
-    check_texts(limits, response=req.response)
-    check_counts(limits, max_steps=req.max_steps)
     return await job.run("split", req)
