@@ -178,6 +178,19 @@ class EngineSettings(SettingsGroup):
     tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per engine.")
 
 
+class RankingSettings(SettingsGroup):
+    """How /v1/score and /v1/rerank report scores closer than the engine can tell apart."""
+
+    tie_tolerance: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Scores (probabilities) closer than this are reported as tied (`ties`); "
+        "unset: from the engine dtype, bf16 2^-8, fp16 2^-11, fp32 2^-14 (docs/methods.md); "
+        "0 reports no ties.",
+    )
+
+
 class LimitSettings(SettingsGroup):
     """Request limits; violations are 422 (fields) or 413 (sizes), never 500."""
 
@@ -332,6 +345,7 @@ class Settings(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    ranking: RankingSettings = Field(default_factory=RankingSettings)
     queue: QueueSettings = Field(default_factory=QueueSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)

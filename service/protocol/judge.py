@@ -389,6 +389,14 @@ class _ScoreFields(BaseModel):
     model: str
     results: list[ScoreResult]
     ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
+    ties: list[list[int]] = Field(
+        default_factory=list,
+        description="Groups of indices (best first) whose scores differ by less than "
+        "tie_tolerance: their order is by lowest index (stable), not by the model.",
+    )
+    tie_tolerance: float = Field(
+        default=0.0, description="Scores closer than this are tied (engine precision)."
+    )
     comparison: CompareSummary | None = Field(
         default=None, description="method='compare': the comparison behind the finals."
     )
@@ -450,6 +458,14 @@ class _RerankFields(BaseModel):
     id: str
     model: str
     results: list[RerankResult]
+    ties: list[list[int]] = Field(
+        default_factory=list,
+        description="Groups of indices (best first) whose scores differ by less than "
+        "tie_tolerance: their order is by lowest index (stable), not by the model.",
+    )
+    tie_tolerance: float = Field(
+        default=0.0, description="Scores closer than this are tied (engine precision)."
+    )
     meta: RerankMeta
 
 

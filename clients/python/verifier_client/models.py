@@ -2016,6 +2016,14 @@ class ScoreResponse(BaseModel):
     Indices best first; ties by lowest index.
     """
     results: Annotated[list[ScoreResult], Field(title="Results")]
+    tie_tolerance: Annotated[float, Field(title="Tie Tolerance")] = 0.0
+    """
+    Scores closer than this are tied (engine precision).
+    """
+    ties: Annotated[list[list[int]] | None, Field(title="Ties")] = None
+    """
+    Groups of indices (best first) whose scores differ by less than tie_tolerance: their order is by lowest index (stable), not by the model.
+    """
     usage: Usage
 
 
@@ -2146,4 +2154,12 @@ class RerankResponse(BaseModel):
     meta: RerankMeta
     model: Annotated[str, Field(title="Model")]
     results: Annotated[list[RerankResult], Field(title="Results")]
+    tie_tolerance: Annotated[float, Field(title="Tie Tolerance")] = 0.0
+    """
+    Scores closer than this are tied (engine precision).
+    """
+    ties: Annotated[list[list[int]] | None, Field(title="Ties")] = None
+    """
+    Groups of indices (best first) whose scores differ by less than tie_tolerance: their order is by lowest index (stable), not by the model.
+    """
     usage: Usage
