@@ -26,6 +26,7 @@ import math
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ import httpx
 from loadtests import harness
 from service.config import Settings
 
+PRECISION_ENV = ("VERIFIER_ENGINE__DTYPE", "VERIFIER_ENGINE__HEAD_DTYPE", "VLLM_BATCH_INVARIANT")
 MCQ_CONDITIONS = ["full_base", "choices_only_base"]
 
 
@@ -120,8 +122,11 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=url, timeout=600) as client:
         await judge(client, fixed_pair)  # warm-up: first-call costs stay out of the reads
         fixed = [await judge(client, fixed_pair) for _ in range(args.reads)]
+        t0 = time.perf_counter()
         alone = [await judge(client, p) for p in items]
+        t1 = time.perf_counter()
         burst = await asyncio.gather(*(judge(client, p) for p in [fixed_pair, *items]))
+        t2 = time.perf_counter()
         first = await audit_probs(client, mcq)
         second = await audit_probs(client, mcq)
     reads = fixed + alone + list(burst)
@@ -141,6 +146,8 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
             "in_burst": list(burst[1:]),
             "max_abs_delta_logit": max_delta(alone, list(burst[1:])),
             "fixed_alone_vs_burst": abs(fixed[0] - burst[0]),
+            "alone_s_per_item": (t1 - t0) / len(items),
+            "burst_s": t2 - t1,
         },
         "mcq_audit": {
             "items": len(mcq),
@@ -184,6 +191,8 @@ async def main(argv: list[str] | None = None) -> None:
         **harness.git_commit(),
         "machine": {"cpu_model": cpu_model(), **harness.machine()},
         "dtype": args.dtype,
+        # engine options that change precision, passed through the environment
+        "env": {k: v for k, v in os.environ.items() if k in PRECISION_ENV},
         "argv": sys.argv,
         **result,
     }
@@ -194,7 +203,7 @@ async def main(argv: list[str] | None = None) -> None:
     print(f"fixed {args.fixed} logit: {result['fixed']['distinct']}")
     print(
         f"batch variance: max |dlogit| alone vs burst of {bv['burst_size']}: "
-        f"{bv['max_abs_delta_logit']:.4f}"
+        f"{bv['max_abs_delta_logit']:.4f} ({bv['alone_s_per_item']:.3f} s/item alone)"
     )
     print(f"mcq audit twice ({mq['items']} items): max |dp| {mq['max_abs_delta_p']:.4f}")
     print(f"wrote {args.output}")

@@ -115,6 +115,11 @@ class EngineSettings(SettingsGroup):
         description="'auto': bfloat16 on a CPU with native bf16 (AVX512-BF16 or AMX), float32 "
         "on other CPUs (bf16 is emulated there, ~5x slower), the model's own on GPU.",
     )
+    head_dtype: Literal["model", "float32"] = Field(
+        default="model",
+        description="float32: the lm_head (verdict logits) in float32 over a bf16 body, "
+        "vLLM's hf_overrides head_dtype (docs/methods.md, score precision).",
+    )
     max_model_len: int = Field(default=4096, ge=256, description="Context length in tokens.")
     enforce_eager: bool = Field(
         default=True, description="Eager starts in ~18 s; compiled in ~98 s but runs ~25% faster."
