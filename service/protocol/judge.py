@@ -391,11 +391,11 @@ class _ScoreFields(BaseModel):
     ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
     ties: list[list[int]] = Field(
         default_factory=list,
-        description="Groups of indices (best first) whose scores differ by less than "
-        "tie_tolerance: their order is by lowest index (stable), not by the model.",
+        description="Groups of indices, in ranking order, whose scores chain within "
+        "tie_tolerance: the engine cannot order them (equal scores go by lowest index).",
     )
     tie_tolerance: float = Field(
-        default=0.0, description="Scores closer than this are tied (engine precision)."
+        default=0.0, description="Scores closer than this are tied (the engine's precision)."
     )
     comparison: CompareSummary | None = Field(
         default=None, description="method='compare': the comparison behind the finals."
@@ -460,11 +460,11 @@ class _RerankFields(BaseModel):
     results: list[RerankResult]
     ties: list[list[int]] = Field(
         default_factory=list,
-        description="Groups of indices (best first) whose scores differ by less than "
-        "tie_tolerance: their order is by lowest index (stable), not by the model.",
+        description="Groups of indices, in ranking order, whose scores chain within "
+        "tie_tolerance: the engine cannot order them (equal scores go by lowest index).",
     )
     tie_tolerance: float = Field(
-        default=0.0, description="Scores closer than this are tied (engine precision)."
+        default=0.0, description="Scores closer than this are tied (the engine's precision)."
     )
     meta: RerankMeta
 

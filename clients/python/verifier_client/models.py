@@ -2018,11 +2018,11 @@ class ScoreResponse(BaseModel):
     results: Annotated[list[ScoreResult], Field(title="Results")]
     tie_tolerance: Annotated[float, Field(title="Tie Tolerance")] = 0.0
     """
-    Scores closer than this are tied (engine precision).
+    Scores closer than this are tied (the engine's precision).
     """
     ties: Annotated[list[list[int]] | None, Field(title="Ties")] = None
     """
-    Groups of indices (best first) whose scores differ by less than tie_tolerance: their order is by lowest index (stable), not by the model.
+    Groups of indices, in ranking order, whose scores chain within tie_tolerance: the engine cannot order them (equal scores go by lowest index).
     """
     usage: Usage
 
@@ -2156,10 +2156,10 @@ class RerankResponse(BaseModel):
     results: Annotated[list[RerankResult], Field(title="Results")]
     tie_tolerance: Annotated[float, Field(title="Tie Tolerance")] = 0.0
     """
-    Scores closer than this are tied (engine precision).
+    Scores closer than this are tied (the engine's precision).
     """
     ties: Annotated[list[list[int]] | None, Field(title="Ties")] = None
     """
-    Groups of indices (best first) whose scores differ by less than tie_tolerance: their order is by lowest index (stable), not by the model.
+    Groups of indices, in ranking order, whose scores chain within tie_tolerance: the engine cannot order them (equal scores go by lowest index).
     """
     usage: Usage
