@@ -35,6 +35,7 @@ import httpx
 from loadtests import harness
 from service.config import Settings
 
+GRID_TOL = 1e-6  # logit units; float32 rounding here is ~6e-8
 PRECISION_ENV = ("VERIFIER_ENGINE__DTYPE", "VERIFIER_ENGINE__HEAD_DTYPE", "VLLM_BATCH_INVARIANT")
 MCQ_CONDITIONS = ["full_base", "choices_only_base"]
 
@@ -49,14 +50,16 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def grid_step(values: list[float]) -> float | None:
-    """The largest power of two every value is a multiple of (None when all are 0)."""
+def grid_step(values: list[float], tol: float = GRID_TOL) -> float | None:
+    """The largest power of two every value is a multiple of, within ``tol`` (the float32
+    rounding of the logsumexp both label logprobs subtract); None when all are 0. A float32
+    engine's reads come out near ``tol`` itself: no grid at that tolerance."""
     nonzero = [abs(v) for v in values if v != 0.0]
     if not nonzero:
         return None
-    step = 2.0 ** math.floor(math.log2(max(nonzero)))
-    while step > 2.0**-60:
-        if all(math.isclose(v / step, round(v / step), rel_tol=0, abs_tol=1e-9) for v in nonzero):
+    step = 2.0 ** math.ceil(math.log2(max(nonzero)))
+    while step > tol:
+        if all(abs(v - round(v / step) * step) <= tol for v in nonzero):
             return step
         step /= 2.0
     return step
