@@ -55,3 +55,15 @@ def test_zero_tolerance_reports_no_ties() -> None:
 )
 def test_default_tolerance_by_dtype(dtype: str, tol: float) -> None:
     assert default_tolerance(dtype) == tol
+
+
+def test_the_setting_wins_then_the_engine_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.app import tie_tolerance
+    from service.config import Settings
+
+    monkeypatch.setenv("VERIFIER_RANKING__TIE_TOLERANCE", "0.05")
+    assert tie_tolerance(Settings()) == 0.05
+    monkeypatch.delenv("VERIFIER_RANKING__TIE_TOLERANCE")
+    assert tie_tolerance(Settings(engine={"dtype": "float32"})) == 2.0**-14
+    remote = Settings(engine={"backend": "openai", "dtype": "float32"})
+    assert tie_tolerance(remote) == 2.0**-8  # a remote engine's dtype is unknown
