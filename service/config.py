@@ -118,7 +118,7 @@ class EngineSettings(SettingsGroup):
     head_dtype: Literal["model", "float32"] = Field(
         default="model",
         description="float32: the lm_head (verdict logits) in float32 over a bf16 body, "
-        "vLLM's hf_overrides head_dtype (docs/methods.md, score precision).",
+        "vLLM's hf_overrides head_dtype (docs/methods.md I.5).",
     )
     max_model_len: int = Field(default=4096, ge=256, description="Context length in tokens.")
     enforce_eager: bool = Field(
@@ -191,7 +191,7 @@ class RankingSettings(SettingsGroup):
         ge=0,
         le=1,
         description="Scores (probabilities) closer than this are reported as tied (`ties`); "
-        "unset: from the engine dtype, bf16 2^-8, fp16 2^-11, fp32 2^-14 (docs/methods.md); "
+        "unset: from the engine dtype, bf16 2^-8, fp16 2^-11, fp32 2^-14 (docs/methods.md I.3); "
         "0 reports no ties.",
     )
 
