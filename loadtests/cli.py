@@ -54,6 +54,7 @@ SCRIPTS: Final = (
     "one_call",
     "overload",
     "pooling",
+    "precision",
     "process_modes",
     "profile_split",
     "queue_latency",

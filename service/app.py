@@ -52,6 +52,7 @@ from service.protocol import OutcomeRequest
 from service.queue.base import JobQueue
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
+from service.scoring.ties import default_tolerance
 from service.serving.cache import JudgmentStore, MemoryStore, RedisStore
 from service.serving.context import current_tenant
 from service.serving.handler import JobRunner
@@ -139,6 +140,18 @@ def make_calibrations(settings: Settings, redis: Redis | None) -> CalibrationSto
     return MemoryCalibrations()
 
 
+def tie_tolerance(settings: Settings) -> float:
+    """The ranking tie tolerance: the setting, else one from the engine's dtype (a remote
+    engine's is unknown: taken as bf16, the coarsest)."""
+    if settings.ranking.tie_tolerance is not None:
+        return settings.ranking.tie_tolerance
+    if settings.engine.backend != "vllm":
+        return default_tolerance("bfloat16")
+    from service.engine.device import detect_device, resolve_dtype
+
+    return default_tolerance(resolve_dtype(settings.engine.dtype, detect_device()))
+
+
 async def start_services(
     settings: Settings,
     metrics: Metrics | None = None,
@@ -158,6 +171,7 @@ async def start_services(
         settings.reward,
         settings.rules,
         settings.engine,
+        tie_tolerance=tie_tolerance(settings),
     )
     # The probe runs outside any job, so it names its tenant as a job would (the tenant has no
     # default: a job path that forgets to set it must fail, not share another tenant's state).

@@ -115,6 +115,11 @@ class EngineSettings(SettingsGroup):
         description="'auto': bfloat16 on a CPU with native bf16 (AVX512-BF16 or AMX), float32 "
         "on other CPUs (bf16 is emulated there, ~5x slower), the model's own on GPU.",
     )
+    head_dtype: Literal["model", "float32"] = Field(
+        default="model",
+        description="float32: the lm_head (verdict logits) in float32 over a bf16 body, "
+        "vLLM's hf_overrides head_dtype (docs/methods.md I.5).",
+    )
     max_model_len: int = Field(default=4096, ge=256, description="Context length in tokens.")
     enforce_eager: bool = Field(
         default=True, description="Eager starts in ~18 s; compiled in ~98 s but runs ~25% faster."
@@ -176,6 +181,19 @@ class EngineSettings(SettingsGroup):
         default=0.85, gt=0, le=1, description="GPU only: share of GPU memory vLLM may take."
     )
     tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per engine.")
+
+
+class RankingSettings(SettingsGroup):
+    """How /v1/score and /v1/rerank report scores closer than the engine can tell apart."""
+
+    tie_tolerance: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Scores (probabilities) closer than this are reported as tied (`ties`); "
+        "unset: from the engine dtype, bf16 2^-8, fp16 2^-11, fp32 2^-14 (docs/methods.md I.3); "
+        "0 reports no ties.",
+    )
 
 
 class LimitSettings(SettingsGroup):
@@ -332,6 +350,7 @@ class Settings(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    ranking: RankingSettings = Field(default_factory=RankingSettings)
     queue: QueueSettings = Field(default_factory=QueueSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)

@@ -186,6 +186,8 @@ def openai_server_args(settings: Settings, model: str, device: str = "cpu") -> l
     )
     if cfg.enforce_eager:
         args.append("--enforce-eager")
+    if cfg.head_dtype == "float32":
+        args += ["--hf-overrides", '{"head_dtype": "float32"}']
     return args
 
 
@@ -228,6 +230,7 @@ class VLLMEngine:
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             tensor_parallel_size=cfg.tensor_parallel_size,
             logits_processors=[VERDICT_READ_FQCN] if cfg.one_call_reasoning else None,
+            hf_overrides={"head_dtype": "float32"} if cfg.head_dtype == "float32" else {},
         )
         llm = AsyncLLMEngine.from_engine_args(args)
         dtype = engine_dtype(llm, dtype)

@@ -399,6 +399,14 @@ class _ScoreFields(BaseModel):
     model: str
     results: list[ScoreResult]
     ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
+    ties: list[list[int]] = Field(
+        default_factory=list,
+        description="Groups of indices, in ranking order, whose scores chain within "
+        "tie_tolerance: the engine cannot order them (equal scores go by lowest index).",
+    )
+    tie_tolerance: float = Field(
+        default=0.0, description="Scores closer than this are tied (the engine's precision)."
+    )
     comparison: CompareSummary | None = Field(
         default=None, description="method='compare': the comparison behind the finals."
     )
@@ -460,6 +468,14 @@ class _RerankFields(BaseModel):
     id: str
     model: str
     results: list[RerankResult]
+    ties: list[list[int]] = Field(
+        default_factory=list,
+        description="Groups of indices, in ranking order, whose scores chain within "
+        "tie_tolerance: the engine cannot order them (equal scores go by lowest index).",
+    )
+    tie_tolerance: float = Field(
+        default=0.0, description="Scores closer than this are tied (the engine's precision)."
+    )
     meta: RerankMeta
 
 

@@ -25,6 +25,7 @@ from service.protocol import (
 )
 from service.protocol.compare import CompareRequest
 from service.scoring.fusion import fuse, rank
+from service.scoring.ties import DTYPE_TOLERANCE, tie_groups
 from service.serving.compare import CompareServing
 from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing
@@ -51,11 +52,16 @@ class ScoreServing:
         process: ProcessServing,
         model: str,
         compare: CompareServing | None = None,
+        tie_tolerance: float = DTYPE_TOLERANCE["bfloat16"],
     ) -> None:
         self._outcome = outcome
         self._process = process
         self._model = model
         self._compare = compare
+        self._tie_tolerance = tie_tolerance
+
+    def _ties(self, finals: list[float | None], ranking: list[int]) -> list[list[int]]:
+        return tie_groups(finals, ranking, self._tie_tolerance)
 
     async def _one(
         self, opts: ScoreOptions, question: str, response: str
@@ -124,12 +130,16 @@ class ScoreServing:
                     rule=outcome.rule if outcome else None,
                 )
             )
+        finals = [r.final for r in results]
+        ranking = _ranking(finals)
         return ScoreResponse(
             method=req.method,
             alpha=req.alpha,
             model=self._model,
             results=results,
-            ranking=_ranking([r.final for r in results]),
+            ranking=ranking,
+            ties=self._ties(finals, ranking),
+            tie_tolerance=self._tie_tolerance,
             usage=usage,
         )
 
@@ -163,6 +173,8 @@ class ScoreServing:
             model=self._model,
             results=results,
             ranking=compared.ranking,
+            ties=self._ties([r.final for r in results], compared.ranking),
+            tie_tolerance=self._tie_tolerance,
             comparison=compared.summary(),
             usage=compared.usage,
         )
@@ -192,6 +204,9 @@ class ScoreServing:
             id=str(uuid.uuid4()),
             model=self._model,
             results=results,
+            # Over every document: a tie across the top_n cut is still a tie.
+            ties=scored.ties,
+            tie_tolerance=scored.tie_tolerance,
             meta=RerankMeta(billed_units={"search_units": 1}),
             usage=scored.usage,
         )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from service.config import EngineSettings, RewardSettings, RuleSettings
 from service.engine.base import Engine
 from service.ops.aio import CLOSE_TIMEOUT_S, bounded
+from service.scoring.ties import DTYPE_TOLERANCE
 from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
 from service.serving.compare import CompareServing
@@ -56,6 +57,7 @@ class Services:
         reward: RewardSettings | None = None,
         rules: RuleSettings | None = None,
         engine_settings: EngineSettings | None = None,
+        tie_tolerance: float = DTYPE_TOLERANCE["bfloat16"],
     ) -> Services:
         """Serving objects over ``engine``; with a store, judgments go through the cache. A
         pooling reward model or PRM gets the pooled outcome and process paths."""
@@ -76,7 +78,7 @@ class Services:
             process = PooledProcessServing(engine, split, model_name, reader)
         mcq_calibrations = calibrations or MemoryCalibrations()
         compare = CompareServing(engine, model_name, mcq_calibrations)
-        score = ScoreServing(outcome, process, model_name, compare)
+        score = ScoreServing(outcome, process, model_name, compare, tie_tolerance)
         mcq = MCQServing(engine, model_name, mcq_calibrations)
         rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings(), compare)
         return cls(

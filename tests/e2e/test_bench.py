@@ -1,5 +1,5 @@
-"""`verifier bench load`, `tradeoff`, `rewards` and `group-calls` in their smoke modes (seconds,
-a few questions) against the session's server, through the command line."""
+"""`verifier bench load`, `tradeoff`, `rewards`, `group-calls` and `precision` in their smoke
+modes (seconds, a few questions) against the session's server, through the command line."""
 
 from __future__ import annotations
 
@@ -213,3 +213,26 @@ def test_group_calls_smoke(server: Any, tmp_path: Path) -> None:
         rate["get_reward"] / rate["single"]
     )
     assert "get_reward / single rewards/s" in stdout
+
+
+def test_precision_smoke(server: Any, tmp_path: Path) -> None:
+    out = tmp_path / "precision.json"
+    stdout = bench("precision", "--smoke", "--url", server.url, "--output", str(out))
+    result = json.loads(out.read_text())
+    assert set(result) >= {"date", "commit", "machine", "dtype", "argv", "env"}
+    assert {"cpu_model", "avx512_bf16", "amx_bf16"} <= set(result["machine"])
+    assert result["n_reads"] == 2 + 3 + 4  # fixed reads, items alone, the burst
+    step = result["logit_grid_step"]
+    assert step is None or 0 < step <= 1
+    fixed = result["fixed"]
+    assert fixed["id"] == "gsm8k-0"
+    assert len(fixed["logits"]) == 2
+    bv = result["batch_variance"]
+    assert (bv["items"], bv["burst_size"]) == (3, 4)
+    assert 0 <= bv["max_abs_delta_logit"] < 2  # reads move by a few grid steps, not more
+    mcq = result["mcq_audit"]
+    assert mcq["items"] == 2
+    assert mcq["n_probs"] > 0
+    assert 0 <= mcq["max_abs_delta_p"] <= 1
+    assert "logit grid step" in stdout
+    assert "max |dp|" in stdout

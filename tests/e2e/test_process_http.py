@@ -15,6 +15,7 @@ import pytest
 from service.config import LimitSettings
 from service.scoring import prompts
 from service.scoring.process import aggregate
+from service.scoring.ties import DTYPE_TOLERANCE
 
 LIMITS = LimitSettings()
 
@@ -216,6 +217,11 @@ def test_rerank_shape(server: Any, path: str) -> None:
     assert scores == sorted(scores, reverse=True)
     assert sorted(x["index"] for x in everything["results"]) == [0, 1, 2]
     assert all("document" not in x for x in everything["results"])
+    assert everything["tie_tolerance"] in DTYPE_TOLERANCE.values()
+    for group in everything["ties"]:
+        tied = [x["relevance_score"] for x in everything["results"] if x["index"] in group]
+        assert len(tied) >= 2
+        assert max(tied) - min(tied) < everything["tie_tolerance"] * (len(tied) - 1)
 
 
 def test_duplicate_candidates_are_judged_once(server: Any) -> None:
@@ -232,6 +238,13 @@ def test_duplicate_candidates_are_judged_once(server: Any) -> None:
     by_index = {x["index"]: x["relevance_score"] for x in b["results"]}
     assert by_index[0] == by_index[2] == by_index[3]
     assert by_index[1] == by_index[4]
+    # Identical documents are reported as tied (ordered by index inside), not silently ranked.
+    assert b["tie_tolerance"] in DTYPE_TOLERANCE.values()
+    order = [x["index"] for x in b["results"]]
+    for same in ({0, 2, 3}, {1, 4}):
+        group = next(g for g in b["ties"] if same <= set(g))
+        assert group == [i for i in order if i in group]
+        assert [i for i in group if i in same] == sorted(same)
 
 
 def test_cohere_sdk_round_trip(server: Any) -> None:

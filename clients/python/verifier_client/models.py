@@ -2016,6 +2016,14 @@ class ScoreResponse(BaseModel):
     Indices best first; ties by lowest index.
     """
     results: Annotated[list[ScoreResult], Field(title="Results")]
+    tie_tolerance: Annotated[float, Field(title="Tie Tolerance")] = 0.0
+    """
+    Scores closer than this are tied (the engine's precision).
+    """
+    ties: Annotated[list[list[int]] | None, Field(title="Ties")] = None
+    """
+    Groups of indices, in ranking order, whose scores chain within tie_tolerance: the engine cannot order them (equal scores go by lowest index).
+    """
     usage: Usage
 
 
@@ -2146,4 +2154,12 @@ class RerankResponse(BaseModel):
     meta: RerankMeta
     model: Annotated[str, Field(title="Model")]
     results: Annotated[list[RerankResult], Field(title="Results")]
+    tie_tolerance: Annotated[float, Field(title="Tie Tolerance")] = 0.0
+    """
+    Scores closer than this are tied (the engine's precision).
+    """
+    ties: Annotated[list[list[int]] | None, Field(title="Ties")] = None
+    """
+    Groups of indices, in ranking order, whose scores chain within tie_tolerance: the engine cannot order them (equal scores go by lowest index).
+    """
     usage: Usage
