@@ -253,6 +253,14 @@ class RedisQueue:
                 # Several callers may wait on one job (idempotency): pass the wake-up on.
                 await self._rearm(notify_key)
 
+    async def cancelled(self, deliveries: Sequence[Delivery]) -> set[str]:
+        """Claimed jobs whose submitter set the cancel marker (one MGET)."""
+        if not deliveries:
+            return set()
+        with unavailable("cancel check"):
+            marks = await self._redis.mget([self.names.cancel(d.job.id) for d in deliveries])
+        return {d.handle for d, mark in zip(deliveries, marks, strict=True) if mark is not None}
+
     async def lookup(self, tenant: str, job_id: str) -> JobResult | None:
         """A stored result, only under the tenant that submitted it (keys are tenant-scoped)."""
         with unavailable("lookup"):

@@ -14,6 +14,8 @@ VerifierError
       |    |    +-- BudgetTooSmallError         budget_too_small
       |    |    +-- UnknownCalibrationError     unknown_calibration
       |    |    +-- CalibrationMismatchError    calibration_mismatch
+      |    +-- BadRequestError          499 client_disconnected (the service's log only: the
+      |    |                            caller had hung up)
       |    +-- RateLimitError           429 (retried first; carries ``retry_after``)
       |         +-- OverloadedError             overloaded
       |         +-- QuotaExhaustedError         quota_exhausted
@@ -172,6 +174,7 @@ _BY_TYPE: dict[str, type[APIStatusError]] = {
     "not_ready": ServiceUnavailableError,
     "queue_unavailable": ServiceUnavailableError,
     "deadline_exceeded": DeadlineExceededError,
+    "client_disconnected": BadRequestError,
 }
 _BY_STATUS: dict[int, type[APIStatusError]] = {
     401: AuthenticationError,
