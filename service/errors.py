@@ -21,6 +21,8 @@ ServiceError                      (500 internal_error)
  +-- EngineFailure                502 engine_error         the model backend failed
  +-- EngineUnavailable            503 engine_unavailable   the engine died; retry elsewhere
  +-- JobFailed                    502 job_failed           the job crashed max_deliveries workers
+ +-- ClientDisconnected           499 client_disconnected  the caller hung up; the job was
+                                                           cancelled (logged, never sent)
 
 Every error reaches the client as ``{"error": {"type": ..., "message": ...}}``, rendered by
 ``service.api.errors`` (this module stays free of the web framework: workers import it too).
@@ -119,6 +121,14 @@ class QuotaExhausted(ServiceError):
 
     status = 429
     type = "quota_exhausted"
+
+
+class ClientDisconnected(ServiceError):
+    """The HTTP client left before its answer: the job is cancelled. Nobody reads the
+    response, so the status (nginx's 499) only shows in logs and access metrics."""
+
+    status = 499
+    type = "client_disconnected"
 
 
 class DeadlineExceeded(ServiceError):

@@ -18,8 +18,14 @@ from pydantic import BaseModel
 
 import service.serving.budget as budget
 from service.api.deps import AppState, QueueDep, StateDep, tenant_name, tenant_of
+from service.api.disconnect import race_disconnect
 from service.api.limits import enforce
-from service.errors import BudgetTooSmall, CalibrationMismatch, UnknownCalibration
+from service.errors import (
+    BudgetTooSmall,
+    CalibrationMismatch,
+    ClientDisconnected,
+    UnknownCalibration,
+)
 from service.protocol import BudgetInfo, Metered
 from service.protocol.jobs import JOBS, JobKind
 from service.queue.base import Job, JobQueue, new_job_id
@@ -104,13 +110,18 @@ class JobCall:
         response.headers["X-Job-Id"] = job.id
         spent = 0
         try:
-            result = await self.queue.submit(
-                job, idempotency_key=request.headers.get("idempotency-key")
-            )
+            submit = self.queue.submit(job, idempotency_key=request.headers.get("idempotency-key"))
+            result = await race_disconnect(request.receive, submit)
             result.raise_for_error()
             resp = JOBS[kind].response.model_validate(result.body)
             # A replay ran nothing: its usage is the first request's, already charged.
             spent = 0 if result.replayed else resp.usage.total_tokens
+        except ClientDisconnected:
+            # What the aborted job spent stays in the worker; charge the estimate (at most
+            # what was reserved) rather than nothing, so hanging up never saves quota.
+            spent = estimate
+            state.metrics.jobs_cancelled.labels("client_disconnect").inc()
+            raise
         finally:
             if reservation is not None and state.redis is not None:
                 await settle(state.redis, prefix, reservation, spent)

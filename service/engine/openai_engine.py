@@ -349,6 +349,11 @@ class OpenAIEngine:
             "serves a generative judge"
         )
 
+    async def abort(self, request_id: str) -> None:
+        # A cancelled call closes its HTTP request, and the remote vLLM aborts on the drop;
+        # request ids are the remote's own, so there is nothing to name here.
+        return None
+
     async def check_health(self) -> None:
         try:
             response = await self._http.get("/health", timeout=self._cfg.connect_timeout_s)

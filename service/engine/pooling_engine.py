@@ -212,6 +212,9 @@ class PoolingEngine:
     async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]:
         self._refuse("reading span log-probabilities")
 
+    async def abort(self, request_id: str) -> None:
+        await self._llm.abort(request_id)  # vLLM also aborts an encode stream closed early
+
     async def check_health(self) -> None:
         await check_vllm_health(self._llm)
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+ABORT_TIMEOUT_S = 2.0  # bound on one abort: a cancelled job must not hang on it
 CPU_BLOCK_SIZE = 32  # the smallest the CPU attention backend takes (multiples of 32)
 POSITIVE_LABEL = "1"
 NEGATIVE_LABEL = "0"
@@ -254,10 +255,16 @@ class VLLMEngine:
     async def _run(self, prompt_ids: Sequence[int], params: SamplingParams) -> RequestOutput:
         from vllm.inputs import TokensPrompt
 
+        request_id = uuid.uuid4().hex
         stream = self._llm.generate(
-            TokensPrompt(prompt_token_ids=list(prompt_ids)), params, uuid.uuid4().hex
+            TokensPrompt(prompt_token_ids=list(prompt_ids)), params, request_id
         )
-        final: RequestOutput = await run_vllm_call(self._llm, stream)
+        try:
+            final: RequestOutput = await run_vllm_call(self._llm, stream)
+        except asyncio.CancelledError:
+            # The job was cancelled (its caller left): free the engine now, not at the end.
+            await self.abort(request_id)
+            raise
         if not final.outputs:
             raise EngineFailure("engine returned no output")
         return final
@@ -467,6 +474,13 @@ class VLLMEngine:
 
     async def span_logprobs(self, calls: Sequence[SpanCall]) -> list[SpanResult]:
         return list(await asyncio.gather(*(self._span_one(c) for c in calls)))
+
+    async def abort(self, request_id: str) -> None:
+        try:
+            async with asyncio.timeout(ABORT_TIMEOUT_S):
+                await self._llm.abort(request_id)
+        except Exception as exc:  # best effort: vLLM also aborts a stream closed early
+            logger.warning("aborting engine request %s failed: %s", request_id, exc)
 
     async def check_health(self) -> None:
         await check_vllm_health(self._llm)

@@ -112,6 +112,12 @@ class Metrics:
         self.worker_inflight = Gauge(
             "verifier_worker_inflight_jobs", "Jobs this process's worker is running", registry=r
         )
+        self.jobs_cancelled = Counter(
+            "verifier_jobs_cancelled",
+            "Jobs cancelled before their answer (client_disconnect: the caller hung up)",
+            ["reason"],
+            registry=r,
+        )
         self._queues: list[object] = []
         self._caches: list[object] = []
         self.registry.register(_Counters("verifier_jobs", QUEUE_COUNTERS, self._queues))

@@ -205,6 +205,15 @@ class Renewable(Protocol):
     async def renew(self, deliveries: Sequence[Delivery]) -> None: ...
 
 
+@runtime_checkable
+class Cancellable(Protocol):
+    """A queue that can tell a worker which of its claimed jobs nobody waits for any more."""
+
+    async def cancelled(self, deliveries: Sequence[Delivery]) -> set[str]:
+        """The handles of ``deliveries`` whose callers all left (their jobs may be aborted)."""
+        ...
+
+
 class BatchLimits:
     """Collects deliveries under a job-count cap and a token cap (TEI's batching rule).
 

@@ -13,6 +13,7 @@ import itertools
 import logging
 import time
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from service.config import QueueSettings
@@ -200,6 +201,14 @@ class LocalQueue:
                 return
             self._queue.popleft()
             self._in_flight[delivery.handle] = entry
+
+    async def cancelled(self, deliveries: Sequence[Delivery]) -> set[str]:
+        # A future is cancelled only once its last waiter left (close() sets an error).
+        return {
+            d.handle
+            for d in deliveries
+            if (entry := self._in_flight.get(d.handle)) is not None and entry.future.cancelled()
+        }
 
     def _drop(self, entry: _Entry) -> None:
         self.dropped_expired += 1

@@ -96,14 +96,20 @@ end
 return renewed
 """
 
-# KEYS: cancel marker, [idem]. ARGV: ttl, job id. Releases the idempotency record only if
-# it still names this job, so that a retry with the same key runs the job again.
+# KEYS: cancel marker, waiters, [idem]. ARGV: ttl, job id, leaving. A caller that left
+# ("leaving" = 1) cancels only if it was the last one waiting on a shared job. Releases the
+# idempotency record only if it still names this job, so a retry with the key runs it again.
 _CANCEL_LUA = """
-redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
-if KEYS[2] and redis.call('GET', KEYS[2]) == ARGV[2] then
-  redis.call('DEL', KEYS[2])
+if ARGV[3] == '1' then
+  local left = redis.call('DECR', KEYS[2])
+  if left > 0 then return left end
 end
-return 1
+redis.call('DEL', KEYS[2])
+redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
+if KEYS[3] and redis.call('GET', KEYS[3]) == ARGV[2] then
+  redis.call('DEL', KEYS[3])
+end
+return 0
 """
 
 _Candidate = tuple[str, Job]  # (stream entry id, job)
@@ -188,7 +194,7 @@ class RedisQueue:
             if idem is not None:
                 owner = await self._redis.get(idem)
                 if owner is not None:
-                    return await self._wait_for_owner(job, str(owner))
+                    return await self._wait_for_owner(job, str(owner), idem)
             await self._admit()
             await self._ensure_group()
             owner = await self._submit_lua(
@@ -196,8 +202,18 @@ class RedisQueue:
                 args=[job.to_json(), job.id, self._settings.result_ttl_s, JOB_FIELD],
             )
             if owner != job.id:
-                return await self._wait_for_owner(job, str(owner))
+                return await self._wait_for_owner(job, str(owner), idem)
+            if idem is not None:
+                await self._join(job.id)
             return await self._wait_own(job, idem)
+
+    async def _join(self, job_id: str) -> None:
+        """Count one more caller waiting on a job that an idempotency key may share."""
+        waiters = self.names.waiters(job_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incr(waiters)
+            pipe.expire(waiters, self._settings.result_ttl_s)
+            await pipe.execute()
 
     async def _admit(self) -> None:
         depth = await self._depth()
@@ -212,22 +228,29 @@ class RedisQueue:
         try:
             result = await self._wait_result(job.tenant, job.id, job.deadline, idem is not None)
         except asyncio.CancelledError:
-            # The client went away: tell workers to skip the job, then keep cancelling.
-            await self._give_up(job, idem)
+            # The client went away: unless another caller shares the job, tell workers to
+            # skip or abort it, then keep cancelling.
+            await self._give_up(job.id, idem, leaving=idem is not None)
             raise
         if result is None:
-            await self._give_up(job, idem)
+            await self._give_up(job.id, idem)
             raise DeadlineExceeded(
                 f"job {job.id} ({job.kind}) missed its deadline; retry with a longer "
                 "timeout or a smaller request"
             )
         return result
 
-    async def _wait_for_owner(self, job: Job, owner_id: str) -> JobResult:
+    async def _wait_for_owner(self, job: Job, owner_id: str, idem: str | None) -> JobResult:
         """Another request with the same idempotency key runs the job: wait for its result."""
-        result = await self._wait_result(job.tenant, owner_id, job.deadline, True)
+        await self._join(owner_id)
+        try:
+            result = await self._wait_result(job.tenant, owner_id, job.deadline, True)
+        except asyncio.CancelledError:
+            await self._give_up(owner_id, idem, leaving=True)  # cancels if we were the last
+            raise
         if result is None:
-            # Not our job to cancel: its first submitter still waits for it.
+            # Cancels only if nobody else waits (its first submitter usually still does).
+            await self._give_up(owner_id, idem, leaving=True)
             raise DeadlineExceeded(
                 f"job {owner_id} (same idempotency key) did not finish before this deadline"
             )
@@ -253,6 +276,14 @@ class RedisQueue:
                 # Several callers may wait on one job (idempotency): pass the wake-up on.
                 await self._rearm(notify_key)
 
+    async def cancelled(self, deliveries: Sequence[Delivery]) -> set[str]:
+        """Claimed jobs whose submitter set the cancel marker (one MGET)."""
+        if not deliveries:
+            return set()
+        with unavailable("cancel check"):
+            marks = await self._redis.mget([self.names.cancel(d.job.id) for d in deliveries])
+        return {d.handle for d, mark in zip(deliveries, marks, strict=True) if mark is not None}
+
     async def lookup(self, tenant: str, job_id: str) -> JobResult | None:
         """A stored result, only under the tenant that submitted it (keys are tenant-scoped)."""
         with unavailable("lookup"):
@@ -265,17 +296,19 @@ class RedisQueue:
             pipe.expire(notify_key, self._settings.result_ttl_s)
             await pipe.execute()
 
-    async def _give_up(self, job: Job, idem: str | None) -> None:
-        """Best effort: mark the job cancelled and free the idempotency key."""
+    async def _give_up(self, job_id: str, idem: str | None, *, leaving: bool = False) -> None:
+        """Best effort: mark the job cancelled and free the idempotency key; ``leaving``: only
+        if no other caller still waits on it."""
         try:
             await self._cancel_lua(
-                keys=[self.names.cancel(job.id)] + ([idem] if idem else []),
-                args=[self._settings.result_ttl_s, job.id],
+                keys=[self.names.cancel(job_id), self.names.waiters(job_id)]
+                + ([idem] if idem else []),
+                args=[self._settings.result_ttl_s, job_id, "1" if leaving else "0"],
             )
         except Exception as exc:
             # Best effort, also on the cancellation path: workers still drop the job once its
             # deadline has passed.
-            logger.warning("could not mark job %s cancelled: %s", job.id, exc)
+            logger.warning("could not mark job %s cancelled: %s", job_id, exc)
 
     # -- worker side ------------------------------------------------------------------
 

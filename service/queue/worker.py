@@ -31,10 +31,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from service.config import QueueSettings
-from service.errors import DeadlineExceeded, QueueUnavailable, ServiceError
+from service.errors import ClientDisconnected, DeadlineExceeded, QueueUnavailable, ServiceError
 from service.ops.aio import bounded, wait_bounded
 from service.ops.diagnostics import log_tasks
-from service.queue.base import Delivery, Handler, Job, JobQueue, JobResult, Renewable
+from service.queue.base import (
+    Cancellable,
+    Delivery,
+    Handler,
+    Job,
+    JobQueue,
+    JobResult,
+    Renewable,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +56,9 @@ BACKOFF_S = 0.5
 WATCH_INTERVAL_S = 1.0
 # Bound on the awaits that end run(): helper loops see their event within one interval.
 CLEANUP_TIMEOUT_S = 5.0
+# How often claimed jobs are checked for a caller that left, and the bound on one check.
+CANCEL_POLL_S = 0.2
+CANCEL_CHECK_TIMEOUT_S = 1.0
 # Bound on answering a wedged job before the worker gives up: a queue call fails on its own
 # within its Redis timeout (2 s by default, one retry), so this only stops a hung one.
 WEDGED_ANSWER_S = 6.0
@@ -58,6 +69,7 @@ class _InFlight:
     delivery: Delivery
     task: asyncio.Task[None]
     answered: bool = False  # set once complete() was called for it
+    aborted: bool = False  # its callers all left: the cancel loop cancelled its task
 
 
 class Worker:
@@ -122,6 +134,10 @@ class Worker:
 
     async def run(self) -> None:
         helpers = [asyncio.create_task(self._watch(), name="worker-watchdog")]
+        if isinstance(self._queue, Cancellable):
+            helpers.append(
+                asyncio.create_task(self._cancel_loop(self._queue), name="worker-cancels")
+            )
         if isinstance(self._queue, Renewable):
             helpers.append(
                 asyncio.create_task(self._renew_loop(self._queue), name="worker-renewal")
@@ -204,6 +220,13 @@ class Worker:
             try:
                 result = await self._run_one(delivery.job)
             except asyncio.CancelledError:
+                entry = self._inflight.get(delivery.handle)
+                if entry is not None and entry.aborted:
+                    # Our cancel loop aborted it: the caller left; answer so it is acked.
+                    _uncancel()
+                    result = JobResult.from_error(ClientDisconnected("the caller left"))
+                    await self._answer(delivery, result)
+                    return
                 if _cancelled():
                     raise  # the watchdog gave up on this job and answered it already
                 # A CancelledError that no deadline of ours raised leaked out of the handler.
@@ -291,6 +314,25 @@ class Worker:
         if pending is not None and not pending.done():
             pending.cancel()
 
+    async def _cancel_loop(self, queue: Cancellable) -> None:
+        """Abort the jobs in flight whose callers all left (checked every CANCEL_POLL_S)."""
+        while not self._finished.is_set():
+            await _wait_any((self._finished,), CANCEL_POLL_S)
+            running = [f for f in self._inflight.values() if not (f.answered or f.aborted)]
+            if self._finished.is_set() or not running:
+                continue
+            try:
+                async with asyncio.timeout(CANCEL_CHECK_TIMEOUT_S):
+                    handles = await queue.cancelled([f.delivery for f in running])
+            except (QueueUnavailable, TimeoutError) as exc:
+                logger.warning("could not check %d jobs for cancels: %s", len(running), exc)
+                continue
+            for entry in running:
+                if entry.delivery.handle in handles and not entry.task.done():
+                    logger.info("aborting job %s: its caller left", entry.delivery.job.id)
+                    entry.aborted = True
+                    entry.task.cancel()
+
     async def _renew(self, queue: Renewable, deliveries: Sequence[Delivery]) -> None:
         try:
             await queue.renew(deliveries)
@@ -362,6 +404,12 @@ async def _wait_any(events: Sequence[asyncio.Event], timeout: float) -> None:
     finally:
         for w in waits:
             w.cancel()  # our own plain Event waits: they cannot swallow it
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 def _cancelled() -> bool:

@@ -247,6 +247,9 @@ class CachingEngine:
     async def slot_logits(self, prompt_ids: Sequence[int], slots: Sequence[int]) -> SlotLogits:
         return await self._engine.slot_logits(prompt_ids, slots)
 
+    async def abort(self, request_id: str) -> None:
+        await self._engine.abort(request_id)
+
     async def option_logprobs(self, calls: Sequence[OptionCall]) -> list[OptionResult]:
         return await self._engine.option_logprobs(calls)
 

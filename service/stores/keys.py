@@ -7,6 +7,7 @@ With the default ``redis.prefix`` ``verifier:`` (``VERIFIER_REDIS__PREFIX``)::
     verifier:result:<tenant>:<id>      string, the JobResult JSON; SET NX + EX result_ttl_s
     verifier:notify:<tenant>:<id>      list the submitter BLPOPs; same TTL as the result
     verifier:cancel:<id>               marker: the submitter gave up, workers skip the job
+    verifier:waiters:<id>              callers waiting on a job shared by an idempotency key
     verifier:idem:<tenant>:<key>       idempotency record -> job id; EX result_ttl_s
     verifier:judgment:<digest>         a cached judgment (JSON); EX cache.ttl_s
     verifier:judgments                 sorted set of cached judgment keys by time (size cap)
@@ -53,6 +54,9 @@ class RedisNames:
 
     def cancel(self, job_id: str) -> str:
         return f"{self.prefix}cancel:{job_id}"
+
+    def waiters(self, job_id: str) -> str:
+        return f"{self.prefix}waiters:{job_id}"
 
     def idem(self, tenant: str, key: str) -> str:
         return f"{self.prefix}idem:{tenant}:{key}"

@@ -75,6 +75,7 @@ class FakeEngine:
     # "reward": a sequence RM on the pooling runner; its one logit comes from ``verdicts``.
     kind: str = "generative"
     requests: list[tuple[str, list[int]]] = field(default_factory=list)
+    aborted: list[str] = field(default_factory=list)
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids)))  # type: ignore[attr-defined]
@@ -173,6 +174,9 @@ class FakeEngine:
             usage = base.TokenUsage(prompt_tokens=len(call.prompt_ids), engine_calls=1)
             out.append(base.PoolResult(rows=[[self.verdicts(text)]], usage=usage))
         return out
+
+    async def abort(self, request_id: str) -> None:
+        self.aborted.append(request_id)
 
     async def check_health(self) -> None:
         if self.fail is not None:

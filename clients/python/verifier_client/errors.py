@@ -16,6 +16,8 @@ VerifierError
       |    |    +-- UnknownCalibrationError     unknown_calibration
       |    |    +-- CalibrationMismatchError    calibration_mismatch
       |    |    +-- NotServedByModelError       not_served_by_model
+      |    +-- ClientDisconnectedError  499 client_disconnected (the service's log only: the
+      |    |                            caller had hung up)
       |    +-- RateLimitError           429 (retried first; carries ``retry_after``)
       |         +-- OverloadedError             overloaded
       |         +-- QuotaExhaustedError         quota_exhausted
@@ -49,6 +51,7 @@ __all__ = [
     "BadRequestError",
     "BudgetTooSmallError",
     "CalibrationMismatchError",
+    "ClientDisconnectedError",
     "ContextTooLongError",
     "DeadlineExceededError",
     "EngineFailureError",
@@ -154,6 +157,10 @@ class NotServedByModelError(InvalidRequestError):
     pass
 
 
+class ClientDisconnectedError(BadRequestError):
+    pass
+
+
 class RateLimitError(BadRequestError):
     pass
 
@@ -227,6 +234,7 @@ _BY_TYPE: dict[str, type[APIStatusError]] = {
     "queue_unavailable": QueueUnavailableError,
     "engine_unavailable": EngineUnavailableError,
     "deadline_exceeded": DeadlineExceededError,
+    "client_disconnected": ClientDisconnectedError,
 }
 _BY_STATUS: dict[int, type[APIStatusError]] = {
     401: AuthenticationError,
