@@ -243,6 +243,7 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
     413: PayloadTooLargeError,
     422: InvalidRequestError,
     429: RateLimitError,
+    499: ClientDisconnectedError,
     500: InternalServerError,
     502: BadGatewayError,
     503: ServiceUnavailableError,
