@@ -105,6 +105,19 @@ async def running() -> AsyncIterator[tuple[LocalQueue, list[str], asyncio.Event]
             await task
 
 
+def count_cancel_polls(queue: LocalQueue) -> list[int]:
+    """Wrap the queue's ``cancelled`` to count the worker's cancel polls (its progress)."""
+    polls: list[int] = []
+    check = queue.cancelled
+
+    async def counted(deliveries: Any) -> set[str]:
+        polls.append(len(deliveries))
+        return await check(deliveries)
+
+    queue.cancelled = counted  # type: ignore[method-assign]
+    return polls
+
+
 async def until(predicate: Any, timeout: float = 3.0) -> float:
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -137,15 +150,18 @@ async def test_a_job_shared_by_an_idempotency_key_runs_while_one_caller_waits(
     first = asyncio.create_task(queue.submit(job, idempotency_key="k"))
     await started.wait()
     second = asyncio.create_task(queue.submit(make_job(timeout_s=20), idempotency_key="k"))
-    await asyncio.sleep(0.05)
+    polls = count_cancel_polls(queue)
+    await until(lambda: queue._idem[(job.tenant, "k")][0].waiters == 2)  # both wait on it
     first.cancel()
-    await asyncio.sleep(0.6)  # three cancel polls
+    with contextlib.suppress(asyncio.CancelledError):
+        await first
+    seen = len(polls)
+    await until(lambda: len(polls) >= seen + 3)  # three cancel polls since the first left
     assert ended == []  # the second caller still waits: the job keeps running
     second.cancel()
     await until(lambda: ended == [f"cancelled:{job.id}"])
-    for caller in (first, second):
-        with contextlib.suppress(asyncio.CancelledError):
-            await caller
+    with contextlib.suppress(asyncio.CancelledError):
+        await second
 
 
 async def test_an_unclaimed_job_whose_caller_left_is_never_run() -> None:
@@ -161,9 +177,10 @@ async def test_an_unclaimed_job_whose_caller_left_is_never_run() -> None:
     caller.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await caller
-    worker = Worker(queue, handle, queue.settings, block_ms=50)
+    beats: list[int] = []
+    worker = Worker(queue, handle, queue.settings, block_ms=50, on_progress=lambda: beats.append(1))
     task = asyncio.create_task(worker.run())
-    await asyncio.sleep(0.2)
+    await until(lambda: len(beats) >= 3)  # pulled past the job, then found the queue empty
     worker.stop()
     await task
     assert ran == []

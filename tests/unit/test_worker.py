@@ -331,13 +331,14 @@ async def test_a_renewal_that_swallows_cancellation_never_stops_the_worker(how: 
 async def test_worker_gives_up_on_a_handler_that_ignores_its_deadline() -> None:
     settings = QueueSettings(batch_wait_ms=5, stuck_grace_s=0.2)
     queue = RecordingQueue(settings)
-    release = asyncio.Event()
+    release, returned = asyncio.Event(), asyncio.Event()
 
     async def handle(job: Job) -> JobResult:
         if job.payload["case"] == "wedged":
             while not release.is_set():  # swallows every cancellation, like a wedged engine
                 with contextlib.suppress(asyncio.CancelledError):
                     await release.wait()
+            returned.set()
         return JobResult.success({})
 
     cases = {"ok": 1.0, "wedged": 0.1}
@@ -355,7 +356,9 @@ async def test_worker_gives_up_on_a_handler_that_ignores_its_deadline() -> None:
     assert time.monotonic() - start < 3
     got = {c: (o.status, o.error_type) for c, o in queue.outcomes.items()}
     assert got == {"ok": (200, None), "wedged": (504, "deadline_exceeded")}
-    await asyncio.sleep(0.05)  # the released handler returns now: no second answer
+    await asyncio.wait_for(returned.wait(), 2)  # the released handler has returned ...
+    for _ in range(5):  # ... and whatever it set off has had its turns: no second answer
+        await asyncio.sleep(0)
     assert sorted(queue.completes) == ["ok", "wedged"]
     assert worker.failure is not None
     assert "ignored its deadline" in worker.failure
