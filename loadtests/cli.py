@@ -46,7 +46,6 @@ SCRIPTS: Final = (
     "group_calls",
     "judge_throughput",
     "judgment_cache",
-    "logit_drift",
     "mcq_audit",
     "mcq_throughput",
     "memory_soak",

@@ -393,20 +393,27 @@ class ScoreResult(BaseModel):
     rule: RuleInfo | None = Field(default=None, description="The rule check, when one ran.")
 
 
+# Shared by the score and rerank responses (docs/methods.md I.3).
+Ties = Annotated[
+    list[list[int]],
+    Field(
+        description="Groups of indices, in ranking order, whose scores chain within "
+        "tie_tolerance: the engine cannot order them (equal scores go by lowest index)."
+    ),
+]
+TieTolerance = Annotated[
+    float, Field(description="Scores closer than this are tied (the engine's precision).")
+]
+
+
 class _ScoreFields(BaseModel):
     method: ScoreMethod
     alpha: float
     model: str
     results: list[ScoreResult]
     ranking: list[int] = Field(description="Indices best first; ties by lowest index.")
-    ties: list[list[int]] = Field(
-        default_factory=list,
-        description="Groups of indices, in ranking order, whose scores chain within "
-        "tie_tolerance: the engine cannot order them (equal scores go by lowest index).",
-    )
-    tie_tolerance: float = Field(
-        default=0.0, description="Scores closer than this are tied (the engine's precision)."
-    )
+    ties: Ties = []
+    tie_tolerance: TieTolerance = 0.0
     comparison: CompareSummary | None = Field(
         default=None, description="method='compare': the comparison behind the finals."
     )
@@ -468,14 +475,8 @@ class _RerankFields(BaseModel):
     id: str
     model: str
     results: list[RerankResult]
-    ties: list[list[int]] = Field(
-        default_factory=list,
-        description="Groups of indices, in ranking order, whose scores chain within "
-        "tie_tolerance: the engine cannot order them (equal scores go by lowest index).",
-    )
-    tie_tolerance: float = Field(
-        default=0.0, description="Scores closer than this are tied (the engine's precision)."
-    )
+    ties: Ties = []
+    tie_tolerance: TieTolerance = 0.0
     meta: RerankMeta
 
 

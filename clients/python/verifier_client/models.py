@@ -2020,7 +2020,7 @@ class ScoreResponse(BaseModel):
     """
     Scores closer than this are tied (the engine's precision).
     """
-    ties: Annotated[list[list[int]] | None, Field(title="Ties")] = None
+    ties: Annotated[list[list[int]], Field(title="Ties")] = []
     """
     Groups of indices, in ranking order, whose scores chain within tie_tolerance: the engine cannot order them (equal scores go by lowest index).
     """
@@ -2158,7 +2158,7 @@ class RerankResponse(BaseModel):
     """
     Scores closer than this are tied (the engine's precision).
     """
-    ties: Annotated[list[list[int]] | None, Field(title="Ties")] = None
+    ties: Annotated[list[list[int]], Field(title="Ties")] = []
     """
     Groups of indices, in ranking order, whose scores chain within tie_tolerance: the engine cannot order them (equal scores go by lowest index).
     """
