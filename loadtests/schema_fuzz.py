@@ -31,6 +31,8 @@ from prometheus_client.parser import text_string_to_metric_families
 # not spell "not blank" (a 422 for a whitespace-only text is by design), and TRACE/OPTIONS
 # 405s are checked by tests/e2e/test_hostile_http.py.
 EXCLUDED = "positive_data_acceptance,unsupported_method"
+# Which statuses reject invalid data (a 413 for a text over its limit is one).
+CONFIG = Path(__file__).with_name("schemathesis.toml")
 # The service's own deadline (VERIFIER_LIMITS__REQUEST_TIMEOUT_S) plus the time to answer.
 DEFAULT_MAX_RESPONSE_S = 305.0
 
@@ -70,6 +72,8 @@ def main() -> int:
     st = Path(sys.executable).with_name("st")
     cmd = [
         str(st),
+        "--config-file",
+        str(CONFIG),
         "run",
         f"{args.url}/openapi.json",
         "--checks",
@@ -96,7 +100,7 @@ def main() -> int:
     key = os.environ.get("VERIFIER_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     if key:
-        cmd[3:3] = ["-H", f"Authorization: Bearer {key}"]
+        cmd[5:5] = ["-H", f"Authorization: Bearer {key}"]
     before = served(args.url, headers)
     run = subprocess.run(cmd, check=False, capture_output=True, text=True)
     routes = by_route(served(args.url, headers) - before)

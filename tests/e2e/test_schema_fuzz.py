@@ -15,7 +15,9 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode, checks
+from schemathesis.config import SchemathesisConfig
 
+from loadtests.harness import ROOT
 from service.config import LimitSettings
 
 # Examples per operation here; the long mode takes 200 or more.
@@ -34,7 +36,9 @@ CHECKS = [
 
 @pytest.fixture(scope="module")
 def api_schema(server: Any) -> Any:
-    return schemathesis.openapi.from_url(server.url + "/openapi.json")
+    # The long mode's config: a 413 for a text over its limit rejects invalid data too.
+    config = SchemathesisConfig.from_path(ROOT / "loadtests" / "schemathesis.toml")
+    return schemathesis.openapi.from_url(server.url + "/openapi.json", config=config)
 
 
 def _fuzz(operation: Any, mode: GenerationMode) -> None:
