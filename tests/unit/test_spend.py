@@ -10,12 +10,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fastapi import Request, Response
 
-from service.api.pipeline import spent_after_disconnect
-from service.config import QueueSettings
+from service.api.deps import AppState
+from service.api.pipeline import JobCall, spent_after_disconnect
+from service.config import QueueSettings, Settings
 from service.engine.vllm_engine import VLLMEngine
-from service.errors import QueueUnavailable
+from service.errors import ClientDisconnected, QueueUnavailable
 from service.ops import spend
+from service.ops.telemetry import Metrics
+from service.protocol.jobs import JOBS
 from service.queue.base import Job, JobResult
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
@@ -226,3 +230,50 @@ async def test_a_lookup_that_hangs_is_left_behind_at_the_bound() -> None:
         assert loop.time() - start < 0.5
     finally:
         released.set()  # let the task left behind end before the loop closes
+
+
+# -- JobCall.run: the budget metric records the settled amount ------------------------------
+
+
+class LeftQueue:
+    """A queue whose job never answers its submitter; ``lookup`` has ``stored`` (or nothing)."""
+
+    def __init__(self, stored: JobResult | None) -> None:
+        self.stored = stored
+
+    async def submit(self, job: Job, idempotency_key: str | None = None) -> JobResult:
+        await asyncio.sleep(30)
+        raise AssertionError("the client left first")
+
+    async def lookup(self, tenant: str, job_id: str) -> JobResult | None:
+        return self.stored
+
+
+async def _spent_after_hang_up(stored: JobResult | None) -> tuple[float, float]:
+    """(granted, spent) budget tokens of a request whose client hangs up at once."""
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    route = SimpleNamespace(path="/v1/judge/outcome")
+    request = Request({"type": "http", "headers": [], "route": route}, receive)
+    state = AppState(settings=Settings(), metrics=Metrics())
+    queue: Any = LeftQueue(stored)
+    req = JOBS["outcome"].request.model_validate({"question": "q", "response": "r"})
+    with pytest.raises(ClientDisconnected):
+        await JobCall(state, queue, request, Response()).run("outcome", req)
+    return (
+        state.metrics.budget("default", "granted")._value.get(),
+        state.metrics.budget("default", "spent")._value.get(),
+    )
+
+
+async def test_a_request_whose_client_left_is_charged_what_its_job_spent() -> None:
+    granted, spent = await _spent_after_hang_up(_disconnected(7))
+    assert granted > 7
+    assert spent == 7
+
+
+async def test_without_a_count_in_time_it_is_charged_the_estimate() -> None:
+    granted, spent = await _spent_after_hang_up(None)
+    assert spent == granted > 0
