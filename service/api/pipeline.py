@@ -8,6 +8,8 @@ record what it cost.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +34,13 @@ from service.queue.base import Job, JobQueue, new_job_id
 from service.scoring.debias import calibration_mismatch
 from service.stores.auth import Reservation, reserve, settle
 
+logger = logging.getLogger(__name__)
+
+# How long a request whose client left waits for its job's worker to report what it spent
+# (the worker notices the cancel within about 0.2 s and aborts its engine requests at once).
+SETTLE_WAIT_S = 2.0
+SETTLE_POLL_S = 0.1
+
 
 def _plan(state: AppState, kind: JobKind, req: BaseModel, tenant: str) -> budget.BudgetPlan:
     try:
@@ -43,6 +52,32 @@ def _plan(state: AppState, kind: JobKind, req: BaseModel, tenant: str) -> budget
     if plan.degraded:
         state.metrics.decision(tenant, "degraded").inc()
     return plan
+
+
+async def spent_after_disconnect(
+    queue: JobQueue, tenant: str, job_id: str, wait_s: float = SETTLE_WAIT_S
+) -> int | None:
+    """The tokens a job cancelled by its caller's disconnect spent, as its worker answered;
+    None when no counted answer arrived within ``wait_s`` (the job never ran, its worker is
+    older or slow, or the queue is down)."""
+
+    async def poll() -> int | None:
+        while True:
+            result = await queue.lookup(tenant, job_id)
+            if result is not None:
+                return result.spent_tokens
+            await asyncio.sleep(SETTLE_POLL_S)
+
+    task = asyncio.ensure_future(poll())
+    # A plain wait, not wait_for: a lookup that swallows its cancellation is left behind.
+    done, _ = await asyncio.wait((task,), timeout=wait_s)
+    if not done:
+        task.cancel()
+        return None
+    if task.cancelled() or task.exception() is not None:
+        logger.warning("could not read what job %s spent: %r", job_id, task.exception())
+        return None
+    return task.result()
 
 
 def _endpoint(request: Request) -> str:
@@ -117,10 +152,12 @@ class JobCall:
             # A replay ran nothing: its usage is the first request's, already charged.
             spent = 0 if result.replayed else resp.usage.total_tokens
         except ClientDisconnected:
-            # What the aborted job spent stays in the worker; charge the estimate (at most
-            # what was reserved) rather than nothing, so hanging up never saves quota.
-            spent = estimate
+            # The worker answers the aborted job with what it spent; without that answer in
+            # time, charge the estimate rather than nothing, so hanging up never saves quota.
+            counted = await spent_after_disconnect(self.queue, tenant, job.id)
+            spent = estimate if counted is None else counted
             state.metrics.jobs_cancelled.labels("client_disconnect").inc()
+            state.metrics.budget(tenant, "spent").inc(spent)
             raise
         finally:
             if reservation is not None and state.redis is not None:

@@ -42,6 +42,7 @@ from service.engine.base import (
 )
 from service.engine.judging import PROMPT_TOPK, fill_slots, judge_one, logsumexp, pair_logit
 from service.errors import ContextTooLong, EngineFailure, NotServedByModel
+from service.ops import spend
 from service.scoring.prompts import token_variants
 from service.scoring.tokenizer import Tokenizer, encode
 
@@ -216,11 +217,17 @@ class OpenAIEngine:
                         )
         except (httpx.HTTPError, RetryableStatus) as exc:
             raise EngineFailure(f"remote engine call failed: {exc}") from exc
+        except asyncio.CancelledError:
+            # The dropped connection aborts the remote request; its prefill may have run.
+            spend.record(len(body.get("prompt") or []))
+            raise
         if not response.is_success:
             raise EngineFailure(
                 f"remote engine answered {response.status_code}: {response.text[:500]}"
             )
         result: dict[str, Any] = response.json()
+        usage = _usage(result)
+        spend.record(usage.prompt_tokens, usage.generated_tokens)
         return result
 
     def _body(self, prompt_ids: Sequence[int], **fields: Any) -> dict[str, Any]:

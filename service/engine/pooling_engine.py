@@ -39,6 +39,7 @@ from service.engine.vllm_engine import (
     shutdown_vllm,
 )
 from service.errors import NotServedByModel
+from service.ops import spend
 from service.scoring.pooled import EngineKind, PoolingTask, step_tag_of, task_of
 from service.scoring.tokenizer import Tokenizer, encode
 
@@ -182,7 +183,12 @@ class PoolingEngine:
         stream = self._llm.encode(
             TokensPrompt(prompt_token_ids=list(call.prompt_ids)), params, uuid.uuid4().hex
         )
-        out = await run_vllm_call(self._llm, stream)
+        try:
+            out = await run_vllm_call(self._llm, stream)
+        except asyncio.CancelledError:
+            spend.record(len(call.prompt_ids))  # the prefill is the whole request
+            raise
+        spend.record(len(out.prompt_token_ids or []))
         data = out.outputs.data
         rows = data.tolist() if hasattr(data, "tolist") else list(data)
         if rows and not isinstance(rows[0], list):

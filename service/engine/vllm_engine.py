@@ -45,6 +45,7 @@ from service.engine.judging import (
 )
 from service.engine.reaper import start_reaper
 from service.errors import EngineFailure, EngineUnavailable, NotServedByModel
+from service.ops import spend
 from service.scoring.prompts import token_variants
 from service.scoring.tokenizer import Tokenizer
 
@@ -263,8 +264,12 @@ class VLLMEngine:
             final: RequestOutput = await run_vllm_call(self._llm, stream)
         except asyncio.CancelledError:
             # The job was cancelled (its caller left): free the engine now, not at the end.
+            # Its prefill ran; FINAL_ONLY streams never tell how many tokens were generated.
+            spend.record(len(prompt_ids))
             await self.abort(request_id)
             raise
+        usage = _usage(final)
+        spend.record(usage.prompt_tokens, usage.generated_tokens)
         if not final.outputs:
             raise EngineFailure("engine returned no output")
         return final

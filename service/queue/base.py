@@ -107,12 +107,18 @@ class JobResult(_WireModel):
     error_type: str | None = None
     error_message: str | None = None
     status: int | None = None
+    # Engine tokens the run spent (prompt plus generated), counted by the worker; on a job
+    # aborted because its caller left, the quota is settled for this. None: not counted.
+    spent_tokens: int | None = None
     # Set by the queue, never stored: this caller got the result of an earlier request with
     # the same idempotency key, so nothing ran (and nothing may be charged) for it.
     replayed: bool = Field(default=False, exclude=True)
 
     def as_replay(self) -> JobResult:
         return self.model_copy(update={"replayed": True})
+
+    def with_spent(self, tokens: int) -> JobResult:
+        return self.model_copy(update={"spent_tokens": tokens})
 
     @classmethod
     def success(cls, body: dict[str, Any]) -> JobResult:

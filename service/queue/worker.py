@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from service.config import QueueSettings
 from service.errors import ClientDisconnected, DeadlineExceeded, QueueUnavailable, ServiceError
+from service.ops import spend
 from service.ops.aio import bounded, wait_bounded
 from service.ops.diagnostics import log_tasks
 from service.queue.base import (
@@ -216,16 +217,22 @@ class Worker:
         self._inflight_changed()
 
     async def _run_and_complete(self, delivery: Delivery) -> None:
+        # The engine adds each request's tokens to this counter as it finishes or is aborted.
+        with spend.counting() as spent:
+            await self._run_counted(delivery, spent)
+
+    async def _run_counted(self, delivery: Delivery, spent: spend.Spend) -> None:
         try:
             try:
-                result = await self._run_one(delivery.job)
+                result = (await self._run_one(delivery.job)).with_spent(spent.total)
             except asyncio.CancelledError:
                 entry = self._inflight.get(delivery.handle)
                 if entry is not None and entry.aborted:
-                    # Our cancel loop aborted it: the caller left; answer so it is acked.
+                    # Our cancel loop aborted it: the caller left; answer so it is acked, with
+                    # what it spent so far (the API settles the caller's quota for that).
                     _uncancel()
                     result = JobResult.from_error(ClientDisconnected("the caller left"))
-                    await self._answer(delivery, result)
+                    await self._answer(delivery, result.with_spent(spent.total))
                     return
                 if _cancelled():
                     raise  # the watchdog gave up on this job and answered it already

@@ -1,4 +1,5 @@
-"""A client that hangs up stops costing compute: its long judgment is aborted in the engine."""
+"""A client that hangs up stops costing compute: its long judgment is aborted in the engine,
+and it is charged for what it spent."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ LONG = {
 INFLIGHT = "verifier_worker_inflight_jobs"
 ENGINE_RUNNING = "vllm:num_requests_running"
 CANCELLED = "verifier_jobs_cancelled"
+BUDGET = "verifier_budget_tokens"
 
 
 def metric(url: str, family: str, **labels: str) -> float | None:
@@ -71,6 +73,8 @@ def test_a_client_that_hangs_up_frees_the_engine(server: Any) -> None:
         return metric(url, ENGINE_RUNNING)
 
     cancelled_before = metric(url, CANCELLED, reason="client_disconnect") or 0.0
+    granted_before = metric(url, BUDGET, result="granted") or 0.0
+    spent_before = metric(url, BUDGET, result="spent") or 0.0
     sent = time.monotonic()
     sock = open_judgment(url, LONG)
     try:
@@ -91,9 +95,16 @@ def test_a_client_that_hangs_up_frees_the_engine(server: Any) -> None:
     drop = time.monotonic() - closed
     print(f"running requests dropped {drop:.2f} s after the client left")  # noqa: T201
     assert drop < 1.0
+    # Counted once the worker reported what the job spent (or the 2 s wait for it ended).
     wait_for(
-        lambda: metric(url, CANCELLED, reason="client_disconnect") == cancelled_before + 1, 2.0
+        lambda: metric(url, CANCELLED, reason="client_disconnect") == cancelled_before + 1, 3.0
     )
+    # The quota is settled for what the aborted job spent: its prompts, not the estimate of
+    # 16 rationales of 1024 tokens.
+    estimate = (metric(url, BUDGET, result="granted") or 0.0) - granted_before
+    spent = (metric(url, BUDGET, result="spent") or 0.0) - spent_before
+    print(f"charged {spent:.0f} of an estimate of {estimate:.0f} tokens")  # noqa: T201
+    assert 0 < spent < estimate
 
     # The engine is free: a direct judgment is answered at once, not after 16 long rationales.
     start = time.monotonic()

@@ -1,4 +1,5 @@
-"""A caller that hangs up, on a real Redis: an unclaimed job is skipped, a claimed one aborted."""
+"""A caller that hangs up, on a real Redis: an unclaimed job is skipped, a claimed one aborted
+and answered with what it spent."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from dataclasses import dataclass, field
 import pytest
 from redis.asyncio import Redis
 
+from service.api.pipeline import spent_after_disconnect
+from service.ops import spend
 from service.queue.base import Job, JobResult
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
@@ -28,6 +31,7 @@ class Runs:
     running: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, job: Job) -> JobResult:
+        spend.record(50, 5)  # as an engine request that finished before the caller left
         self.started.append(job.id)
         self.running.set()
         try:
@@ -102,6 +106,8 @@ async def test_a_claimed_job_is_aborted_when_its_caller_leaves(
     await until(lambda: w.inflight == 0)
     stored = JobResult.from_json(await r.get(names.result(job.tenant, job.id)))
     assert stored.error_type == "client_disconnected"
+    assert stored.spent_tokens == 55  # what the caller's quota is settled for
+    assert await spent_after_disconnect(submitter, job.tenant, job.id) == 55
     assert await _pending(r, names) == 0  # acked, never redelivered
     w.stop()
     await run
