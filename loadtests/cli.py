@@ -42,7 +42,6 @@ OUT = Path("out/bench")
 # dashes>` runs each, and `verifier bench <name> --help` shows its options. The one registry:
 # the commands, `verifier bench --help` and the tests all read it.
 SCRIPTS: Final = (
-    "fake_verdict",
     "group_calls",
     "judge_throughput",
     "judgment_cache",
@@ -50,12 +49,10 @@ SCRIPTS: Final = (
     "mcq_throughput",
     "memory_soak",
     "mixed_load",
-    "one_call",
     "overload",
     "pooling",
     "precision",
     "process_modes",
-    "profile_split",
     "queue_latency",
     "queue_overhead",
     "redis_loss",
