@@ -1,17 +1,30 @@
-"""`verifier bench load`, `tradeoff`, `rewards`, `group-calls` and `precision` in their smoke
-modes (seconds, a few questions) against the session's server, through the command line."""
+"""Every `verifier bench <name>` in its smoke mode (seconds, a few items), through the command
+line: each exits 0 and writes a record that says where and on what it ran; the mechanics of
+the published ones are checked further. Benchmarks that only talk to a service use the
+session's server (``--url``); the others start what they compare."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from loadtests.cli import SCRIPTS
+
 pytestmark = pytest.mark.engine
+
+URL = "{url}"  # replaced by the session server's URL
+# name -> the smoke mode's extra arguments. Every `verifier bench` name must be here.
+SMOKE_ARGS: dict[str, list[str]] = {
+    "load": ["--url", URL],
+    "tradeoff": ["--base-url", URL],
+}
+NAMES = ["load", "tradeoff", *(m.replace("_", "-") for m in SCRIPTS)]
 
 
 def bench(name: str, *args: str) -> str:
@@ -32,12 +45,39 @@ def png_shape(path: Path) -> tuple[int, ...]:
     return tuple(matplotlib.image.imread(str(path)).shape)
 
 
-def test_load_smoke(server: Any, tmp_path: Path) -> None:
-    out, plot = tmp_path / "load.json", tmp_path / "load.png"
-    stdout = bench(
-        "load", "--smoke", "--url", server.url, "--output", str(out), "--plot", str(plot)
-    )
-    result = json.loads(out.read_text())
+def test_every_benchmark_has_a_smoke_mode_here() -> None:
+    assert sorted(SMOKE_ARGS) == sorted(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_smoke(name: str, server: Any, tmp_path: Path) -> None:
+    args = [a.replace(URL, server.url) for a in SMOKE_ARGS[name]]
+    stdout = bench(name, "--smoke", "--out", str(tmp_path), *args)
+    module = name.replace("-", "_")
+    path = tmp_path / f"{module}.smoke.json"
+    assert f"wrote {path}" in stdout
+    rec = json.loads(path.read_text())
+    assert rec["benchmark"] == module
+    assert rec["smoke"] is True
+    assert len(rec["commit"]) == 40
+    assert isinstance(rec["dirty"], bool)
+    machine = rec["machine"]
+    assert machine["nproc"] >= 1
+    assert machine["cpu"]
+    assert set(machine["cpu_flags"]) <= {
+        "avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "bf16", "asimd"
+    }  # fmt: skip
+    assert len(machine["load_average_at_end"]) == 3
+    assert rec["dtype"] in ("float32", "bfloat16", "float16", "auto")
+    tail = ["--smoke", "--out", str(tmp_path), *args]
+    assert rec["argv"][-len(tail) :] == tail
+    assert rec["results"], "a record without figures"
+    check = CHECKS.get(module)
+    if check is not None:
+        check(rec["results"], stdout, tmp_path)
+
+
+def check_load(result: dict[str, Any], stdout: str, out: Path) -> None:
     assert result["scheduled"] == 4  # 2 req/s for 2 s
     assert result["answered"] == result["ok"] == 4, result["status_counts"]
     assert result["errors"] == 0
@@ -57,28 +97,22 @@ def test_load_smoke(server: Any, tmp_path: Path) -> None:
         # counted from the scheduled send, so never shorter than from the actual send
         assert s["latency_ms"] >= s["service_latency_ms"] > 0
     assert "p99" in stdout
-    height, width, _ = png_shape(plot)
+    height, width, _ = png_shape(out / "load.smoke.png")
     assert (height, width) == (450, 1200)
 
 
 def test_load_refuses_a_remote_target(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "service.cli", "bench", "load", "--smoke", "--url",
-         "http://192.0.2.1:8000", "--output", str(tmp_path / "x.json")],
+         "http://192.0.2.1:8000", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 1
     assert "not a loopback address" in result.stderr
-    assert not (tmp_path / "x.json").exists()
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_tradeoff_smoke(server: Any, tmp_path: Path) -> None:
-    out, plot = tmp_path / "tradeoff.json", tmp_path / "tradeoff.png"
-    stdout = bench(
-        "tradeoff", "--smoke", "--base-url", server.url, "--output", str(out),
-        "--plot", str(plot),
-    )  # fmt: skip
-    result = json.loads(out.read_text())
+def check_tradeoff(result: dict[str, Any], stdout: str, out: Path) -> None:
     assert result["n_questions"] == 4
     assert result["model"] == "SmolLM2-135M-Instruct"
     assert result["config"]["n"] == [1, 2, 4]
@@ -121,7 +155,7 @@ def test_tradeoff_smoke(server: Any, tmp_path: Path) -> None:
         assert all(len(v) == 4 for v in item["scores"].values())
     assert set(result["wall_s"]) == set(names)
     assert "| fused | 4 |" in stdout
-    height, width, _ = png_shape(plot)
+    height, width, _ = png_shape(out / "tradeoff.smoke.png")
     assert (height, width) == (500, 1300)
 
 
@@ -236,3 +270,10 @@ def test_precision_smoke(server: Any, tmp_path: Path) -> None:
     assert 0 <= mcq["max_abs_delta_p"] <= 1
     assert "logit grid step" in stdout
     assert "max |dp|" in stdout
+
+
+# module -> the further checks of its smoke record's results, its stdout and its --out folder
+CHECKS: dict[str, Callable[[dict[str, Any], str, Path], None]] = {
+    "load": check_load,
+    "tradeoff": check_tradeoff,
+}
