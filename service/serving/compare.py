@@ -19,8 +19,8 @@ from service.scoring import compare as scoring
 from service.scoring.decisions import THOUGHT_TAIL, after_thought_ids
 from service.scoring.fusion import rank
 from service.scoring.prompts import ANSWER_PREFIX, token_variants
-from service.serving.context import current_tenant
-from service.stores.calibrations import CalibrationStore, fitting
+from service.serving.context import tenant_calibration
+from service.stores.calibrations import CalibrationStore
 
 
 class CompareServing:
@@ -152,9 +152,8 @@ class CompareServing:
         """The stored PriDe letter prior for ``debias='pride'`` (422 if it does not fit)."""
         if req.resolved_debias() != "pride":
             return None
-        tenant = current_tenant.get()
-        cal = await fitting(
-            self._calibrations, tenant, req.calibration_id, "pride", [n], self._model
+        cal = await tenant_calibration(
+            self._calibrations, req.calibration_id, "pride", [n], self._model
         )
         assert cal is not None  # the request model requires calibration_id with pride
         return list(cal.params["prior"])

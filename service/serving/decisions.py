@@ -35,8 +35,8 @@ from service.protocol.decisions import (
 from service.protocol.mcq import Calibration
 from service.scoring import debias
 from service.scoring import decisions as scoring
-from service.serving.context import current_tenant
-from service.stores.calibrations import CalibrationStore, fitting
+from service.serving.context import tenant_calibration
+from service.stores.calibrations import CalibrationStore
 
 # A choice read's letter probabilities -> debiased (identity without debias).
 Unbias = Callable[[list[float]], list[float]]
@@ -124,10 +124,8 @@ class DecisionServing:
 
     async def _calibration(self, req: DecisionRequest) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
-        tenant = current_tenant.get()
-        counts = req.choice_counts
-        return await fitting(
-            self._calibrations, tenant, req.calibration_id, req.debias, counts, self._model
+        return await tenant_calibration(
+            self._calibrations, req.calibration_id, req.debias, req.choice_counts, self._model
         )
 
     def _label_ids(self, index: int, spec: scoring.QuestionSpec) -> list[list[int]]:

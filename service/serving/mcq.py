@@ -31,8 +31,8 @@ from service.protocol.mcq import (
     PhiKind,
 )
 from service.scoring import debias, popprior, prompts
-from service.serving.context import current_tenant
-from service.stores.calibrations import CalibrationStore, fitting, new_calibration_id
+from service.serving.context import current_tenant, tenant_calibration
+from service.stores.calibrations import CalibrationStore, new_calibration_id
 
 
 class MCQServing:
@@ -60,13 +60,8 @@ class MCQServing:
 
     async def calibration_for(self, opts: MCQOptions, ks: Sequence[int]) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
-        return await fitting(
-            self._calibrations,
-            current_tenant.get(),
-            opts.calibration_id,
-            opts.debias,
-            ks,
-            self._model,
+        return await tenant_calibration(
+            self._calibrations, opts.calibration_id, opts.debias, ks, self._model
         )
 
     async def _answer_items(
