@@ -30,7 +30,7 @@ from typing import Any, Final, TypeVar
 from pydantic import BaseModel, Field
 
 from service.config import Settings
-from service.engine.device import cpu_flags, detect_device, read_cpuinfo, resolve_dtype
+from service.engine.device import cpu_flags, read_cpuinfo, resolve_dtype
 
 # The checkout (benchmarks write under ROOT/out/bench by default).
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -118,8 +118,10 @@ def _git(*args: str) -> str:
 
 def engine_dtype() -> str:
     """The dtype an engine started here with the current settings runs (``auto`` resolved the
-    way the engine resolves it on this device)."""
-    return resolve_dtype(Settings().engine.dtype, detect_device())
+    way the engine resolves it on this device). The device is read from /dev, not torch: a
+    record of a benchmark that starts no engine should not pay for importing torch."""
+    device = "cuda" if any(Path("/dev").glob("nvidia[0-9]*")) else "cpu"
+    return resolve_dtype(Settings().engine.dtype, device)
 
 
 def record(name: str, args: argparse.Namespace, config: Mapping[str, Any] | None = None) -> Record:
