@@ -33,6 +33,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "memory-soak": ["--url", URL],
     "overload": ["--url", URL],
     "queue-overhead": [],
+    "process-modes": ["--url", URL],
     # These start engines of their own (what they compare the service with, or a service whose
     # Redis they kill): a minute or more each on a 2-core CPU, so they run with
     # `pytest -m bench_engine`, outside the default run that CI keeps under 30 minutes.
@@ -41,8 +42,20 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "pooling": ["--skip-prm"],
     "queue-latency": [],
     "mcq-throughput": [],
+    "judge-throughput": ["--url", URL],
+    "remote-engine": [],
+    "mixed-load": ["--url", URL],
 }
-OWN_ENGINES = {"redis-loss-http", "remote-agreement", "pooling", "queue-latency", "mcq-throughput"}
+OWN_ENGINES = {
+    "redis-loss-http",
+    "remote-agreement",
+    "pooling",
+    "queue-latency",
+    "mcq-throughput",
+    "judge-throughput",
+    "remote-engine",
+    "mixed-load",
+}
 NAMES = ["load", "tradeoff", *(m.replace("_", "-") for m in SCRIPTS)]
 PARAMS = [pytest.param(n, marks=pytest.mark.bench_engine) if n in OWN_ENGINES else n for n in NAMES]
 
