@@ -6,19 +6,21 @@
         [--budgets 64,256] [--smoke]
     verifier bench <script> [its own options]    one per name in SCRIPTS
 
-Each writes JSON (and the first two a PNG) under out/bench/ unless told otherwise. The
+Each writes one result record (``loadtests/bench.py``: date, commit, machine, CPU flags, dtype,
+argv) under out/bench/ unless ``--out`` says otherwise, and the first two a PNG beside it. The
 script modules are imported only when their command runs (some pull in vLLM).
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import inspect
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -28,7 +30,7 @@ from typing import Annotated, Any, Final
 import typer
 from tqdm import tqdm
 
-from loadtests import load, plots, tradeoff
+from loadtests import bench, load, plots, tradeoff
 from service.config import Settings
 
 bench_app = typer.Typer(
@@ -37,12 +39,11 @@ bench_app = typer.Typer(
     help="Benchmarks: open-loop load, the evaluation-time compute tradeoff, and the peers.",
 )
 
-OUT = Path("out/bench")
+OUT = bench.OUT
 # The benchmarks that keep their own argparse options, by module: `verifier bench <module with
 # dashes>` runs each, and `verifier bench <name> --help` shows its options. The one registry:
 # the commands, `verifier bench --help` and the tests all read it.
 SCRIPTS: Final = (
-    "fake_verdict",
     "group_calls",
     "judge_throughput",
     "judgment_cache",
@@ -50,12 +51,10 @@ SCRIPTS: Final = (
     "mcq_throughput",
     "memory_soak",
     "mixed_load",
-    "one_call",
     "overload",
     "pooling",
     "precision",
     "process_modes",
-    "profile_split",
     "queue_latency",
     "queue_overhead",
     "redis_loss",
@@ -72,11 +71,6 @@ def _ints(text: str) -> tuple[int, ...]:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError as exc:
         raise typer.BadParameter(f"{text!r}: comma-separated integers expected") from exc
-
-
-def _write(path: Path, result: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -105,8 +99,7 @@ def load_cmd(
         bool, typer.Option(help="Allow a target that is not a loopback address.")
     ] = False,
     smoke: Annotated[bool, typer.Option(help="A few seconds: 2 req/s for 2 s.")] = False,
-    output: Annotated[Path, typer.Option(help="Result JSON.")] = OUT / "load.json",
-    plot: Annotated[Path, typer.Option(help="Latency plot (PNG).")] = OUT / "load.png",
+    out: Annotated[Path, typer.Option(help="Folder of the record and the latency plot.")] = OUT,
 ) -> None:
     """Open-loop load at a fixed arrival rate; latency counted from the scheduled send."""
     if arrival not in ("uniform", "poisson"):
@@ -135,7 +128,11 @@ def load_cmd(
             result = asyncio.run(load.run_load(cfg, bodies, _bar(bar)))
     except (ValueError, OSError) as exc:
         raise _fail(exc) from exc
-    _write(output, result)
+    args = argparse.Namespace(out=out, smoke=smoke)
+    rec = bench.record("load", args, dataclasses.asdict(cfg))
+    rec.results = result
+    path = bench.write(rec, args)
+    plot = path.with_suffix(".png")
     plots.plot_load(result, plot)
     lat = result["latency_ms"]
     typer.echo(
@@ -143,7 +140,7 @@ def load_cmd(
         f"throughput {result['throughput_ok_per_s']:.2f}/s, latency ms p50 {_ms(lat['p50'])} "
         f"p95 {_ms(lat['p95'])} p99 {_ms(lat['p99'])}, errors {result['errors_by_status']}"
     )
-    typer.echo(f"wrote {output} and {plot}")
+    typer.echo(f"wrote {plot}")
 
 
 def _ms(value: float | None) -> str:
@@ -181,9 +178,7 @@ def tradeoff_cmd(
     smoke: Annotated[
         bool, typer.Option(help="Seconds: 4 questions, budgets 4 and 8 tokens.")
     ] = False,
-    output: Annotated[Path, typer.Option(help="Result JSON.")] = OUT / "tradeoff.json",
-    plot: Annotated[Path, typer.Option(help="Accuracy-vs-tokens plot (PNG).")] = OUT
-    / "tradeoff.png",
+    out: Annotated[Path, typer.Option(help="Folder of the record and the plot.")] = OUT,
 ) -> None:
     """Best-of-N accuracy vs evaluation tokens for N in {1,2,4} and five evaluators."""
     if smoke:
@@ -208,14 +203,18 @@ def tradeoff_cmd(
             result = _run_tradeoff(base_url, cfg)
         else:
             typer.echo(f"starting verifier serve ({model or 'the embedded default model'})")
-            with _local_server(model, output.with_suffix(".server.log")) as url:
+            with _local_server(model, out / "tradeoff.server.log") as url:
                 result = _run_tradeoff(url, cfg)
     except (ValueError, OSError, RuntimeError) as exc:
         raise _fail(exc) from exc
-    _write(output, result)
+    args = argparse.Namespace(out=out, smoke=smoke)
+    rec = bench.record("tradeoff", args, dataclasses.asdict(cfg) | {"base_url": base_url})
+    rec.results = result
+    path = bench.write(rec, args)
+    plot = path.with_suffix(".png")
     plots.plot_tradeoff(result, plot)
     typer.echo(tradeoff.table(result))
-    typer.echo(f"wrote {output} and {plot}")
+    typer.echo(f"wrote {plot}")
 
 
 @contextlib.contextmanager

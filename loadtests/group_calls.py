@@ -31,11 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
-import json
-import os
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,11 +40,13 @@ from typing import Any, Final, Literal
 
 import httpx
 
-from loadtests.harness import ROOT, git_commit, machine, service
+from loadtests import bench
+from loadtests.harness import service
 from loadtests.workload import chat_renderer, distinct
 from service.config import Settings
 from service.scoring.bestofn import BestOfNItem
 
+NAME: Final = "group_calls"
 Mode = Literal["get_reward", "score", "single", "single_bounded"]
 MODES: Final[tuple[Mode, ...]] = ("get_reward", "score", "single", "single_bounded")
 PATHS: Final[dict[Mode, str]] = {
@@ -137,10 +135,8 @@ def record(mode: Mode, answers: Sequence[dict[str, Any]], wall_s: float) -> dict
 
 
 def orders(runs: int) -> list[tuple[Mode, ...]]:
-    """The modes' order in each timed round, rotated: each goes first equally often (in every
-    four rounds)."""
-    k = len(MODES)
-    return [MODES[r % k :] + MODES[: r % k] for r in range(runs)]
+    """The modes' order in each timed round (`bench.rotated`)."""
+    return bench.rotated(MODES, runs)
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -151,7 +147,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "runs": len(records),
         "rewards": n,
         "requests_per_round": records[0]["requests"],
-        "rewards_per_s": statistics.median(r["rewards_per_s"] for r in records),
+        "rewards_per_s": bench.median(r["rewards_per_s"] for r in records),
         "rewards_per_s_each": [r["rewards_per_s"] for r in records],
         "mean_wall_s": statistics.fmean(r["wall_s"] for r in records),
         "tokens_per_reward": total["total_tokens"] / n,
@@ -174,8 +170,7 @@ def compare(summaries: dict[str, dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def table(result: dict[str, Any]) -> str:
-    cfg = result["config"]
+def table(cfg: dict[str, Any], result: dict[str, Any]) -> str:
     n = cfg["prompts"] * cfg["completions"]
     lines = [
         f"{cfg['prompts']} prompts x {cfg['completions']} completions = {n} direct judgments "
@@ -265,15 +260,10 @@ async def run(
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="verifier bench group-calls",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--url", help="a running service; default: start one `verifier serve`")
+    ap = bench.parser(NAME, __doc__, runs=3)
+    ap.add_argument("--url", help="a running service; none: start one `verifier serve` here")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per step (P)")
     ap.add_argument("--completions", type=int, default=16, help="completions per prompt (G)")
-    ap.add_argument("--runs", type=int, default=3, help="timed rounds (after one warm-up)")
     ap.add_argument(
         "--concurrency", type=int, default=8, help="single calls in flight in single_bounded"
     )
@@ -284,10 +274,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--data", type=Path, help="GSM8K example solutions (JSONL)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per call (s)")
-    ap.add_argument("--smoke", action="store_true", help="2 x 4, one run: seconds")
-    ap.add_argument("--output", type=Path, default=ROOT / "out" / "bench" / "group_calls.json")
     args = ap.parse_args(argv)
-    if args.smoke:
+    if args.smoke:  # 2 x 4, one run: seconds
         args.prompts, args.completions, args.runs = 2, 4, 1
     if min(args.prompts, args.completions, args.runs, args.concurrency) < 1:
         ap.error("--prompts, --completions, --runs and --concurrency must be >= 1")
@@ -302,43 +290,37 @@ def main() -> int:
 
     data = args.data or settings.data_dir / "gsm8k" / "example_model_solutions.jsonl"
     prompts = make_prompts(load_gsm8k_solutions(data, args.prompts), args.completions)
-    config = {
-        "prompts": args.prompts,
-        "completions": args.completions,
-        "runs": args.runs,
-        "concurrency": args.concurrency,
-        "modes": list(MODES),
-        "orders": [list(o) for o in orders(args.runs)],
-        "judge": JUDGE,
-        "data": str(data),
-        "url": args.url,
-        "server": "given --url" if args.url else "one `verifier serve`, local queue, defaults",
-        "smoke": args.smoke,
-        "argv": sys.argv[1:],
-    }
-    result: dict[str, Any] = {
-        "benchmark": "group_calls",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": machine(),
-        "git": git_commit(),
-        "config": config,
-    }
-    log = args.output.with_name(args.output.stem + "_service.log")
-    with service(args.url, log) as (url, _pid):
+    rec = bench.record(
+        NAME,
+        args,
+        config={
+            "prompts": args.prompts,
+            "completions": args.completions,
+            "runs": args.runs,
+            "concurrency": args.concurrency,
+            "modes": list(MODES),
+            "orders": [list(o) for o in orders(args.runs)],
+            "judge": JUDGE,
+            "data": str(data),
+            "url": args.url,
+            "server": "given --url" if args.url else "one `verifier serve`, local queue, defaults",
+        },
+    )
+    with service(args.url, args.out / f"{NAME}_service.log") as (url, _pid):
         model_path = args.tokenizer or resolve_model(settings)
         render, end = chat_renderer(model_path)
-        config["tokenizer"] = model_path
+        rec.config["tokenizer"] = model_path
         ran = asyncio.run(run(url, prompts, args.runs, render, end, args.concurrency, args.timeout))
-    result["machine"]["load_average_at_end"] = list(os.getloadavg())
-    result["model"] = ran["model"]
-    result["modes"] = {m: summarize([r[m] for r in ran["rounds"]]) for m in MODES}
-    result["comparison"] = compare(result["modes"])
-    result["warmup"] = ran["warmup"]
-    result["rounds"] = ran["rounds"]
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
-    print(table(result))
-    print(f"wrote {args.output}")
+    modes: dict[str, Any] = {m: summarize([r[m] for r in ran["rounds"]]) for m in MODES}
+    rec.results = {
+        "model": ran["model"],
+        "modes": modes,
+        "comparison": compare(modes),
+        "warmup": ran["warmup"],
+        "rounds": ran["rounds"],
+    }
+    print(table(rec.config, rec.results))
+    bench.write(rec, args)
     return 0
 
 

@@ -1,5 +1,5 @@
-"""The processes a benchmark or an end-to-end test runs: a server, a private Redis, a free port;
-and what a result records of the machine and the checkout.
+"""The processes a benchmark or an end-to-end test runs: a server, a private Redis, a free port
+(what a result records of the machine and the checkout is in ``bench.py``).
 
 `ServerProcess` starts any long-running command (``verifier serve``, ``verifier worker``, vLLM's
 OpenAI server, ``redis-server``) in its own process group, waits for its readiness probe while
@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Self
+from typing import Final, Self
 
 import httpx
 import psutil
@@ -438,37 +438,3 @@ def service(url: str | None, log: Path) -> Iterator[tuple[str, int | None]]:
     print(f"starting verifier serve on {base} (log: {log})")
     with ServerProcess(verifier("serve"), env=env, log=log, probe=base + "/ready") as proc:
         yield base, proc.pid
-
-
-# --- the machine and the checkout a result records ---------------------------------------------
-
-
-def machine() -> dict[str, Any]:
-    flags: set[str] = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_count": os.cpu_count(),
-        "avx512_bf16": "avx512_bf16" in flags,
-        "amx_bf16": "amx_bf16" in flags,
-        "load_average_at_start": list(os.getloadavg()),
-    }
-
-
-def git_commit() -> dict[str, Any]:
-    def git(*args: str) -> str:
-        out = subprocess.run(
-            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
-        )
-        return out.stdout.strip()
-
-    return {
-        "commit": git("rev-parse", "HEAD") or None,
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-    }

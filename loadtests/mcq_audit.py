@@ -3,11 +3,13 @@
 Workload: the first ``--items`` ARC-Dev items (default 100) in all four conditions with
 ``--reasoning-tokens`` (default 64), sent in chunks of ``--chunk`` items (8) with ``--concurrency``
 requests in flight (2); then the first ``--sequential-items`` (default 16) of them one item per
-request, one request at a time. Both against the same running service, in one run; prints
-items/s of each, their ratio, and tokens per item per condition.
+request, one request at a time. Both against the same service (``--url``, or one started here),
+in one run; prints items/s of each, their ratio, and tokens per item per condition.
 
-    verifier bench mcq-audit --url http://127.0.0.1:8000     # or: python loadtests/mcq_audit.py
-    python loadtests/mcq_audit.py --url http://127.0.0.1:8000 --items 24 --sequential-items 8
+    verifier bench mcq-audit --url http://127.0.0.1:8000
+    verifier bench mcq-audit --url http://127.0.0.1:8000 --items 24 --sequential-items 8
+
+``--smoke``: 2 items batched and 2 one at a time, 8 reasoning tokens.
 """
 
 from __future__ import annotations
@@ -15,21 +17,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
+from loadtests import bench, harness
 from service.config import Settings
 from service.evals.audits import DEFAULT_ARC, run_choices_only
 
+NAME = "mcq_audit"
 
-async def measure(args: argparse.Namespace) -> dict[str, Any]:
+
+async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
     data = Settings().data_dir / DEFAULT_ARC
     common = {"reasoning_tokens": args.reasoning_tokens}
     batched = await run_choices_only(
-        args.url, data, limit=args.items, chunk=args.chunk, concurrency=args.concurrency, **common
+        url, data, limit=args.items, chunk=args.chunk, concurrency=args.concurrency, **common
     )
     sequential = await run_choices_only(
-        args.url, data, limit=args.sequential_items, chunk=1, concurrency=1, **common
+        url, data, limit=args.sequential_items, chunk=1, concurrency=1, **common
     )
     s = batched["summary"]["conditions"]
     return {
@@ -47,23 +51,31 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--url", default="http://127.0.0.1:8000")
+    p = bench.parser(NAME, __doc__)
+    p.add_argument("--url", help="A running service; none: start one here.")
     p.add_argument("--items", type=int, default=100)
     p.add_argument("--sequential-items", type=int, default=16)
     p.add_argument("--reasoning-tokens", type=int, default=64)
     p.add_argument("--chunk", type=int, default=8)
     p.add_argument("--concurrency", type=int, default=2)
-    p.add_argument("--output", type=Path, default=Path("out/bench/mcq_audit.json"))
-    return p.parse_args()
+    args = p.parse_args()
+    if args.smoke:
+        args.items, args.sequential_items, args.reasoning_tokens = 2, 2, 8
+    return args
 
 
 async def main() -> None:
     args = parse()
-    result = await measure(args)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    config = {
+        k: getattr(args, k)
+        for k in ("items", "sequential_items", "reasoning_tokens", "chunk", "concurrency")
+    }
+    rec = bench.record(NAME, args, config=config)
+    log = bench.result_path(NAME, args).with_suffix(".server.log")
+    with harness.service(args.url, log) as (url, _pid):
+        rec.results.update(await measure(url, args))
+    print(json.dumps(rec.results, indent=2))
+    bench.write(rec, args)
 
 
 if __name__ == "__main__":

@@ -2,26 +2,25 @@
 form vs one item per request; PriDe's cost per item vs one pass. One run, ratios printed.
 
 Workload: the first 256 four-option items of arc/ARC-Challenge-Dev.jsonl (identical prompt ids
-in every mode), 32 concurrent clients, a fresh engine per mode with the same settings.
+in every mode), 32 concurrent clients, a fresh engine per mode with the same settings (a smoke
+run shares one server among the service's modes: the mechanics, not the figures).
 
-    python loadtests/mcq_throughput.py
-    python loadtests/mcq_throughput.py --items 64 --modes ours,batch   # quicker
+    verifier bench mcq-throughput
+    verifier bench mcq-throughput --items 64 --modes ours,batch   # quicker
+    verifier bench mcq-throughput --smoke    # 4 items, the raw engine and one server
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import math
-import os
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from loadtests.harness import ROOT, ServerProcess, verifier
+from loadtests import bench
+from loadtests.harness import service
 from loadtests.workload import drive, raw_engine
 from service.config import Settings
 from service.engine.models import resolve_model
@@ -29,8 +28,14 @@ from service.engine.vllm_engine import configure_vllm_env
 from service.evals.data import GoldItem, read_arc
 from service.scoring import debias, prompts
 
+NAME = "mcq_throughput"
+SERVICE_MODES = ("ours", "batch", "pride")
+Post = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
-async def run_raw(settings: Settings, model: str, items: list[GoldItem], conc: int) -> float:
+
+async def run_raw(
+    settings: Settings, model: str, items: list[GoldItem], warm: list[GoldItem], conc: int
+) -> float:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RequestOutputKind
@@ -47,7 +52,7 @@ async def run_raw(settings: Settings, model: str, items: list[GoldItem], conc: i
         detokenize=False,
     )
     ids = {
-        it.id: prompts.mcq_prompt(tok, it.question, it.options).prompt_ids for it in [*items, *WARM]
+        it.id: prompts.mcq_prompt(tok, it.question, it.options).prompt_ids for it in [*items, *warm]
     }
     counter = iter(range(10**9))
 
@@ -61,13 +66,10 @@ async def run_raw(settings: Settings, model: str, items: list[GoldItem], conc: i
         debias.softmax([lse([slot[i].logprob for i in v]) for v in letters])
 
     try:
-        await drive(WARM, conc, one)  # warm-up on items outside the workload
+        await drive(warm, conc, one)  # warm-up on items outside the workload
         return await drive(items, conc, one)
     finally:
         llm.shutdown()
-
-
-WARM: list[GoldItem] = []  # warm-up items, none of the measured ones
 
 
 def lse(values: list[float]) -> float:
@@ -80,43 +82,48 @@ def item_body(it: GoldItem) -> dict[str, Any]:
 
 
 async def run_service(
-    items: list[GoldItem], conc: int, port: int, out: Path, mode: str, batch: int
-) -> Any:
-    """One mode on a fresh server, so that no mode finds the prompts in vLLM's prefix cache."""
-    env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
-    url = f"http://127.0.0.1:{port}"
-    log = out / f"mcq_service_{mode}.log"
-    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
-        limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
-        async with httpx.AsyncClient(base_url=url, timeout=900, limits=limits) as client:
-
-            async def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-                r = await client.post(path, json=body)
-                r.raise_for_status()
-                return dict(r.json())
-
-            async def one(it: GoldItem) -> None:
-                await post("/v1/mcq/answer", item_body(it))
-
-            await drive(WARM, conc, one)  # warm-up on items outside the workload
-            if mode == "ours":
-                return await drive(items, conc, one)
-            if mode == "batch":
-                chunks = [items[i : i + batch] for i in range(0, len(items), batch)]
-
-                async def many(chunk: list[GoldItem]) -> None:
-                    await post("/v1/mcq/answer/batch", {"items": [item_body(i) for i in chunk]})
-
-                per_request = await drive(chunks, max(1, conc // batch), many)
-                return per_request * len(items) / len(chunks)
-            return await pride_cost(post, items, conc)
-
-
-async def pride_cost(
-    post: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
-    items: list[GoldItem],
-    conc: int,
+    items: list[GoldItem], warm: list[GoldItem], args: Any, modes: list[str]
 ) -> dict[str, Any]:
+    """Each mode on a fresh server, so that no mode finds the prompts in vLLM's prefix cache;
+    a smoke run saves the boots and runs them all on one."""
+    rates: dict[str, Any] = {}
+    conc = args.concurrency
+    for group in [modes] if args.smoke and modes else [[m] for m in modes]:
+        log = args.out / f"mcq_service_{'_'.join(group)}.log"
+        with service(None, log) as (url, _):
+            limits = httpx.Limits(max_connections=conc * 2, max_keepalive_connections=conc * 2)
+            async with httpx.AsyncClient(base_url=url, timeout=900, limits=limits) as client:
+
+                async def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+                    r = await client.post(path, json=body)
+                    r.raise_for_status()
+                    return dict(r.json())
+
+                async def one(it: GoldItem) -> None:
+                    await post("/v1/mcq/answer", item_body(it))
+
+                await drive(warm, conc, one)  # warm-up on items outside the workload
+                for mode in group:
+                    if mode == "ours":
+                        rates[mode] = await drive(items, conc, one)
+                    elif mode == "batch":
+                        rates[mode] = await batch_rate(post, items, conc, args.batch)
+                    else:
+                        rates[mode] = await pride_cost(post, items)
+    return rates
+
+
+async def batch_rate(post: Post, items: list[GoldItem], conc: int, batch: int) -> float:
+    chunks = [items[i : i + batch] for i in range(0, len(items), batch)]
+
+    async def many(chunk: list[GoldItem]) -> None:
+        await post("/v1/mcq/answer/batch", {"items": [item_body(i) for i in chunk]})
+
+    per_request = await drive(chunks, max(1, conc // batch), many)
+    return per_request * len(items) / len(chunks)
+
+
+async def pride_cost(post: Post, items: list[GoldItem]) -> dict[str, Any]:
     """Forward passes per scored item: 5% calibration (K passes each) + one pass per item."""
     n_cal = max(1, round(0.05 * len(items)))
     calib, scored = items[:n_cal], items[n_cal:]
@@ -148,48 +155,65 @@ async def pride_cost(
     }
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--items", type=int, default=256)
-    ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--batch", type=int, default=16, help="items per batch request")
-    ap.add_argument("--modes", default="raw,ours,batch,pride")
-    ap.add_argument("--port", type=int, default=8761)
-    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    settings = Settings()
-    model = resolve_model(settings)
-    configure_vllm_env(settings, "cpu")
-    arc, _ = read_arc(settings.data_dir / "arc" / "ARC-Challenge-Dev.jsonl")
-    items = [it for it in arc if it.k == 4][: args.items]
-    modes = args.modes.split(",")
-    WARM.extend(it for it in arc if it.k == 4 and it not in items)
-    rates: dict[str, Any] = {}
-    if "raw" in modes:
-        rates["raw"] = await run_raw(settings, model, items, args.concurrency)
-    for mode in ("ours", "batch", "pride"):
-        if mode in modes:
-            rates[mode] = await run_service(
-                items, args.concurrency, args.port, args.out, mode, args.batch
-            )
-    print(f"\n{len(items)} ARC-Dev items (K=4), {args.concurrency} concurrent clients")
+def report(rates: dict[str, Any], n_items: int, conc: int) -> dict[str, float]:
+    """Print the rates and ratios; the ratios, for the record."""
+    ratios: dict[str, float] = {}
+    print(f"\n{n_items} ARC-Dev items (K=4), {conc} concurrent clients")
     for name in ("raw", "ours", "batch"):
         if name in rates:
             print(f"  {name:<6} {rates[name]:8.2f} items/s")
     if "ours" in rates and "raw" in rates:
-        print(f"  ours / raw      = {rates['ours'] / rates['raw']:.3f}   (target >= 0.95)")
+        ratios["ours_over_raw"] = rates["ours"] / rates["raw"]
+        print(f"  ours / raw      = {ratios['ours_over_raw']:.3f}   (target >= 0.95)")
     if "ours" in rates and "batch" in rates:
-        print(f"  batch / single  = {rates['batch'] / rates['ours']:.3f}")
+        ratios["batch_over_single"] = rates["batch"] / rates["ours"]
+        print(f"  batch / single  = {ratios['batch_over_single']:.3f}")
     if "pride" in rates:
         p = rates["pride"]
         print(
             f"  PriDe forward passes per item = {p['passes_per_item']:.3f} "
             f"(target <= {p['target']:.2f}; {p['calibration_items']} calibration items)"
         )
-    (args.out / "mcq_throughput.json").write_text(json.dumps(rates, indent=2))
+    return ratios
+
+
+async def main() -> None:
+    ap = bench.parser(NAME, __doc__)
+    ap.add_argument("--items", type=int, default=256)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=16, help="items per batch request")
+    ap.add_argument("--modes", default="raw,ours,batch,pride")
+    args = ap.parse_args()
+    if args.smoke:
+        args.items, args.concurrency, args.batch = 4, 2, 2
+    settings = Settings()
+    model = resolve_model(settings)
+    configure_vllm_env(settings, "cpu")
+    arc, _ = read_arc(settings.data_dir / "arc" / "ARC-Challenge-Dev.jsonl")
+    items = [it for it in arc if it.k == 4][: args.items]
+    modes = args.modes.split(",")
+    warm = [it for it in arc if it.k == 4 and it not in items]  # none of the measured ones
+    if args.smoke:
+        warm = warm[:2]
+    rec = bench.record(
+        NAME,
+        args,
+        config={
+            "items": len(items),
+            "warmup_items": len(warm),
+            "concurrency": args.concurrency,
+            "batch": args.batch,
+            "modes": modes,
+            "model": model,
+        },
+    )
+    rates: dict[str, Any] = {}
+    if "raw" in modes:
+        rates["raw"] = await run_raw(settings, model, items, warm, args.concurrency)
+    rates |= await run_service(items, warm, args, [m for m in SERVICE_MODES if m in modes])
+    ratios = report(rates, len(items), args.concurrency)
+    rec.results = {**rates, **ratios}
+    bench.write(rec, args)
 
 
 if __name__ == "__main__":

@@ -7,15 +7,16 @@ sends `cache: false`, so every judgment is scored afresh), on each server in tur
    reasoning client, all at once (pairs of other questions);
 2. idle: 1 client sends 20 sequential direct judgments, pausing 0.5 s between them;
 3. loaded: 8 closed-loop clients send reasoning judgments (`mode: reasoning`,
-   `reasoning_tokens: 96`, greedy); after a 5 s ramp, 1 client sends 20 sequential direct
-   judgments on other pairs, pausing 0.5 s between them. Reasoning throughput is the number of
-   reasoning judgments that finished between the first direct send and the last direct answer,
-   divided by that window.
+   `reasoning_tokens: 96` unless --reasoning-tokens says otherwise, greedy); after a 5 s
+   ramp, 1 client sends 20 sequential direct judgments on other pairs, pausing 0.5 s between
+   them. Reasoning throughput is the number of reasoning judgments that finished between the
+   first direct send and the last direct answer, divided by that window.
 
 A run measures this service first, then vLLM's own OpenAI server (`python -m
 vllm.entrypoints.openai.api_server`, built with the in-process engine's settings:
-`harness.vllm_openai_server`), each in a fresh server process. vLLM's server gets the same
-pairs, their prompt ids made before the clock starts:
+`harness.vllm_openai_server`), each in a fresh server process (with --url, the running
+service given is this service's). vLLM's server gets the same pairs, their prompt ids made
+before the clock starts:
 - a direct judgment is one /v1/completions call that reads the verdict: `max_tokens` 1 with
   `logprob_token_ids` for the labels "1" and "0";
 - a reasoning judgment generates exactly as many tokens as this service's reasoning judgments
@@ -28,39 +29,33 @@ Reported per server: direct p50 idle and loaded, reasoning judgments/s over the 
 rationale tokens and mean engine calls per reasoning judgment (the service's `usage`); per
 run the ratios ours / vLLM of reasoning judgments/s (target >= 0.95) and of the loaded direct
 p50 (target <= 1.25), then the median of each ratio over the runs. All of it is written to
-out/bench/mixed_load.json (mixed_load_smoke.json with --smoke).
+out/bench/mixed_load.json (mixed_load.smoke.json with --smoke), also when a run fails.
 
-    python loadtests/mixed_load.py                  # 3 runs of both servers, median ratios
-    python loadtests/mixed_load.py --runs 1
-    python loadtests/mixed_load.py --servers ours   # one server only, no ratios
-    python loadtests/mixed_load.py --smoke          # 1 short run (2 clients, 4 direct)
-    verifier bench mixed-load [the same options]
+    verifier bench mixed-load                  # 3 runs of both servers, median ratios
+    verifier bench mixed-load --runs 1
+    verifier bench mixed-load --servers ours   # one server only, no ratios
+    verifier bench mixed-load --smoke [--url URL]   # 1 short run: 2 clients, 2 direct, 16 tokens
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
-import os
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Final
 
-import httpx
-
-from loadtests.harness import ROOT, ServerProcess, free_port, verifier, vllm_openai_server
-from loadtests.workload import Pair, load_pairs
+from loadtests import bench, phases
+from loadtests.workload import Pair, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import configure_vllm_env
 from service.scoring import prompts
 
+NAME: Final = "mixed_load"
 REASONING_TOKENS: Final = 96
 # ours-2req: the service with engine.one_call_reasoning off (a second request reads each
 # reasoning verdict), for the one-request path's own effect.
@@ -70,6 +65,16 @@ SERVERS: Final = (
     "vllm",
 )  # the order of every run: ours first, its mean sets vLLM's
 TARGETS: Final = {"reasoning_per_s": ">= 0.95", "direct_p50_loaded": "<= 1.25"}
+# The mechanics only: seconds of each server (their boots are most of the smoke's time).
+SMOKE: Final = {
+    "runs": 1,
+    "reasoning_clients": 2,
+    "direct": 2,
+    "direct_gap_s": 0.2,
+    "ramp_s": 1.0,
+    "warm_direct": 1,
+    "reasoning_tokens": 16,
+}
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,7 @@ class Plan:
     direct_gap_s: float  # the pause between two direct judgments
     ramp_s: float  # the reasoning clients fill the engine before the window opens
     warm_direct: int
+    reasoning_tokens: int  # the service's rationale budget
 
 
 @dataclass(frozen=True)
@@ -149,8 +155,8 @@ async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dic
     in_window = [r for at, r in done if start <= at <= end]
     window_s = end - start
     return {
-        "direct_p50_idle_ms": statistics.median(idle) * 1000,
-        "direct_p50_loaded_ms": statistics.median(loaded) * 1000,
+        "direct_p50_idle_ms": bench.median(idle) * 1000,
+        "direct_p50_loaded_ms": bench.median(loaded) * 1000,
         "direct_max_loaded_ms": max(loaded) * 1000,
         "reasoning_per_s": len(in_window) / window_s,
         "reasoning_done_in_window": len(in_window),
@@ -165,27 +171,23 @@ async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dic
 async def run_ours(
     args: argparse.Namespace, plan: Plan, work: Work, run: int, *, two_requests: bool = False
 ) -> dict[str, Any]:
-    port = args.port + 1 if args.port else free_port()
-    env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
-    if two_requests:
-        env["VERIFIER_ENGINE__ONE_CALL_REASONING"] = "false"
-    url = f"http://127.0.0.1:{port}"
+    # one_call_reasoning off needs a server of its own; the plain one may be running already
+    env = {"VERIFIER_ENGINE__ONE_CALL_REASONING": "false"} if two_requests else {}
     log = args.out / f"mixed_service{'_2req' if two_requests else ''}_{run}.log"
-    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
-        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
-
-            async def judge(pair: Pair, **extra: Any) -> dict[str, Any]:
-                body = {"question": pair[0], "response": pair[1], "cache": False, **extra}
-                r = await client.post("/v1/judge/outcome", json=body)
-                r.raise_for_status()
-                return dict(r.json())
+    url = None if two_requests else args.url
+    with phases.service(log, env, url) as base:
+        async with phases.client(base, plan.reasoning_clients + 1) as client:
 
             async def direct(pair: Pair) -> None:
-                await judge(pair)
+                await phases.judge(client, pair)
 
             async def reason(pair: Pair) -> Reasoned:
-                body = await judge(
-                    pair, mode="reasoning", reasoning_tokens=REASONING_TOKENS, temperature=0
+                body = await phases.judge(
+                    client,
+                    pair,
+                    mode="reasoning",
+                    reasoning_tokens=plan.reasoning_tokens,
+                    temperature=0,
                 )
                 usage = body["usage"]
                 # generated_tokens counts the rationale and the one verdict token
@@ -198,12 +200,8 @@ class VLLMPrompts:
     """Every prompt vLLM's server gets, made once before any clock starts."""
 
     def __init__(self, tok: Any, work: Work) -> None:
-        self.labels = [tok.encode(x, add_special_tokens=False)[0] for x in ("1", "0")]
-        direct = [*work.warm, *work.idle, *work.loaded]
-        self.direct = {
-            p: prompts.direct_prompt_ids(prompts.outcome_prompt(tok, p[0], p[1], False))
-            for p in direct
-        }
+        self.labels = phases.label_ids(tok)
+        self.direct = pretokenize(tok, [*work.warm, *work.idle, *work.loaded])
         self.reason = {
             p: prompts.outcome_prompt(tok, p[0], p[1], True) for p in [*work.warm, *work.reason]
         }
@@ -214,30 +212,21 @@ async def run_vllm(
 ) -> dict[str, Any]:
     """``tokens``: the rationale length every reasoning judgment generates."""
     log = args.out / f"mixed_vllm_server_{run}.log"
-    port = args.port or free_port()
-    with vllm_openai_server(args.settings, args.model, port=port, log=log, served_name="judge"):
-        url = f"http://127.0.0.1:{port}"
-        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
-
-            async def completion(body: dict[str, Any]) -> dict[str, Any]:
-                body = {"model": "judge", "temperature": 0, **body}
-                r = await client.post("/v1/completions", json=body)
-                r.raise_for_status()
-                return dict(r.json()["choices"][0])
-
-            async def verdict(prompt: list[int]) -> None:
-                body = {"prompt": prompt, "max_tokens": 1, "logprobs": 2}
-                await completion({**body, "logprob_token_ids": ids.labels})
+    with phases.vllm_server(args.settings, args.model, log) as url:
+        async with phases.client(url, plan.reasoning_clients + 1) as client:
 
             async def direct(pair: Pair) -> None:
-                await verdict(ids.direct[pair])
+                await phases.verdict(client, ids.direct[pair], ids.labels)
 
             async def reason(pair: Pair) -> Reasoned:
                 rendered = ids.reason[pair]
                 body = {"prompt": rendered.prompt_ids, "max_tokens": tokens, "min_tokens": tokens}
-                choice = await completion({**body, "ignore_eos": True, "return_token_ids": True})
+                choice = await phases.completion(
+                    client, {**body, "ignore_eos": True, "return_token_ids": True}
+                )
                 rationale = list(choice["token_ids"])
-                await verdict([*rendered.prompt_ids, *rationale, *rendered.after_rationale_ids])
+                prompt = [*rendered.prompt_ids, *rationale, *rendered.after_rationale_ids]
+                await phases.verdict(client, prompt, ids.labels)
                 return Reasoned(len(rationale), 2)
 
             return await measure(direct, reason, plan, work)
@@ -259,7 +248,7 @@ def ratios(result: dict[str, Any]) -> dict[str, float | None]:
 def print_run(k: int, runs: int, result: dict[str, Any], plan: Plan) -> None:
     print(
         f"\nrun {k}/{runs}: {plan.reasoning_clients} reasoning clients (reasoning_tokens "
-        f"{REASONING_TOKENS}) + 1 client of {plan.direct} direct judgments "
+        f"{plan.reasoning_tokens}) + 1 client of {plan.direct} direct judgments "
         f"{plan.direct_gap_s:g} s apart"
     )
     print(
@@ -300,7 +289,7 @@ def median_ratios(runs: list[dict[str, Any]]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for key in TARGETS:
         values = [run["ratios"][key] for run in runs if run["ratios"][key] is not None]
-        out[key] = statistics.median(values) if values else None
+        out[key] = bench.median(values) if values else None
     return out
 
 
@@ -327,42 +316,37 @@ def workload(settings: Settings, plan: Plan) -> Work:
 
 
 def parse_args() -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = bench.parser(NAME, __doc__, runs=3)
     ap.add_argument(
         "--servers",
         default="ours,vllm",
         help="a comma list of ours, ours-2req (one_call_reasoning off), vllm; ours runs first",
     )
-    ap.add_argument("--runs", type=int, default=3, help="whole comparisons, fresh servers each")
+    ap.add_argument(
+        "--url", help="a running service for ours (not ours-2req); none: start one per run here"
+    )
     ap.add_argument("--reasoning-clients", type=int, default=8)
     ap.add_argument("--direct", type=int, default=20, help="sequential direct judgments")
     ap.add_argument("--direct-gap-s", type=float, default=0.5, help="pause between them")
     ap.add_argument("--ramp-s", type=float, default=5.0, help="reasoning alone before the window")
     ap.add_argument("--warm-direct", type=int, default=4, help="direct warm-up judgments")
     ap.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=REASONING_TOKENS,
+        help=f"the service's rationale budget (default {REASONING_TOKENS})",
+    )
+    ap.add_argument(
         "--rationale-tokens",
         type=int,
         default=None,
         help="tokens a vLLM reasoning judgment generates; default: the service's mean in the "
-        f"same run ({REASONING_TOKENS}, the budget, when vllm runs alone)",
+        "same run (the budget when vllm runs alone)",
     )
-    ap.add_argument(
-        "--smoke",
-        action="store_true",
-        help="defaults for a quick check: 1 run, 2 reasoning clients, 4 direct judgments "
-        "1 s apart, 2 s ramp, 2 direct warm-up judgments",
-    )
-    ap.add_argument(
-        "--port", type=int, default=0, help="vLLM's port, the service's +1; 0: free ports"
-    )
-    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
-    if "--smoke" in sys.argv[1:]:  # new defaults: options given explicitly still win
-        ap.set_defaults(
-            runs=1, reasoning_clients=2, direct=4, direct_gap_s=1.0, ramp_s=2.0, warm_direct=2
-        )
     args = ap.parse_args()
+    if args.smoke:  # the smoke's defaults: options given explicitly still win
+        ap.set_defaults(**SMOKE)
+        args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs: at least 1")
     servers = set(args.servers.split(","))
@@ -384,7 +368,7 @@ async def one_run(
         tokens = args.rationale_tokens
         if tokens is None:
             mean = result["ours"]["mean_rationale_tokens"] if "ours" in result else None
-            tokens = REASONING_TOKENS if mean is None else round(mean)
+            tokens = plan.reasoning_tokens if mean is None else round(mean)
         result["vllm_rationale_tokens"] = max(1, tokens)
         result["vllm"] = await run_vllm(args, plan, work, ids, result["vllm_rationale_tokens"], run)
     if {"ours", "vllm"} <= set(result):
@@ -394,42 +378,36 @@ async def one_run(
 
 async def main() -> None:
     args = parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    plan = Plan(
-        args.reasoning_clients, args.direct, args.direct_gap_s, args.ramp_s, args.warm_direct
-    )
+    plan = Plan(*(getattr(args, f.name) for f in fields(Plan)))  # its fields are options
     args.settings = settings = Settings()
     args.model = resolve_model(settings)
     configure_vllm_env(settings, "cpu")
     work = workload(settings, plan)
-    ids = None
-    if "vllm" in args.servers:
-        from transformers import AutoTokenizer
-
-        ids = VLLMPrompts(AutoTokenizer.from_pretrained(args.model), work)
-    path = args.out / ("mixed_load_smoke.json" if args.smoke else "mixed_load.json")
-    out: dict[str, Any] = {
-        "workload": {
+    ids = VLLMPrompts(phases.tokenizer(args.model), work) if "vllm" in args.servers else None
+    rec = bench.record(
+        NAME,
+        args,
+        config={
             **asdict(plan),
-            "reasoning_tokens": REASONING_TOKENS,
             "runs": args.runs,
             "rationale_tokens_given": args.rationale_tokens,
-            "smoke": args.smoke,
+            "servers": args.servers,
+            "service_url_given": bool(args.url),
         },
-        "servers": args.servers,
-        "targets": TARGETS,
-        "runs": [],
-    }
-    for k in range(1, args.runs + 1):
-        result = await one_run(args, plan, work, ids, k)
-        out["runs"].append(result)
-        print_run(k, args.runs, result, plan)
-        if "ratios" in result:
-            out["median_ratios"] = median_ratios(out["runs"])
-        path.write_text(json.dumps(out, indent=2) + "\n")  # each run kept as it ends
-    if "median_ratios" in out:
-        print_summary(out["runs"])
-    print(f"wrote {path}")
+    )
+    runs: list[dict[str, Any]] = []
+    rec.results = {"targets": TARGETS, "runs": runs}
+    try:
+        for k in range(1, args.runs + 1):
+            result = await one_run(args, plan, work, ids, k)
+            runs.append(result)
+            print_run(k, args.runs, result, plan)
+            if "ratios" in result:
+                rec.results["median_ratios"] = median_ratios(runs)
+    finally:  # the runs that finished are kept even if a later one fails
+        if "median_ratios" in rec.results:
+            print_summary(runs)
+        bench.write(rec, args)
 
 
 if __name__ == "__main__":

@@ -9,23 +9,29 @@ behind cannot hide queueing. Judgments are distinct and skip the judgment cache.
 What must hold (exit 1 otherwise): no 5xx, every refusal a 429 with Retry-After, and the p99
 of admitted requests within the service's deadline.
 
-    VERIFIER_API_KEY=vk_... python loadtests/overload.py --url http://127.0.0.1:8000
+    verifier bench overload    # a service started here
+    VERIFIER_API_KEY=vk_... verifier bench overload --url http://127.0.0.1:8000
+    verifier bench overload --smoke --url http://127.0.0.1:8000    # 1 s + 2 s, 2 clients
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
+from loadtests import bench
+from loadtests.harness import service
 from loadtests.workload import judgment_body
 from service.config import LimitSettings
+
+NAME = "overload"
 
 
 @dataclass
@@ -91,28 +97,8 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
-async def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--url", default="http://127.0.0.1:8000")
-    ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--measure-s", type=float, default=30.0)
-    ap.add_argument("--factor", type=float, default=2.0)
-    ap.add_argument("--duration-s", type=float, default=60.0)
-    ap.add_argument("--capacity", type=float, help="skip phase 1 and use this rate")
-    args = ap.parse_args()
-    key = os.environ.get("VERIFIER_API_KEY")
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    deadline = LimitSettings().request_timeout_s
-    limits = httpx.Limits(max_connections=10_000, max_keepalive_connections=200)
-    async with httpx.AsyncClient(
-        base_url=args.url, headers=headers, timeout=deadline + 60, limits=limits
-    ) as client:
-        cap = args.capacity or await capacity(client, args.concurrency, args.measure_s)
-        rate = args.factor * cap
-        tally = await open_loop(client, rate, args.duration_s)
-    five_xx = sum(n for s, n in tally.status.items() if s >= 500)
-    p99 = _pct(tally.ok_latency, 0.99)
-    report = {
+def summary(tally: Tally, cap: float, rate: float, args: Any, deadline: float) -> dict[str, Any]:
+    return {
         "capacity_per_s": round(cap, 2),
         "offered_per_s": round(rate, 2),
         "duration_s": args.duration_s,
@@ -124,20 +110,50 @@ async def main() -> int:
         "admitted_latency_s": {
             "p50": _pct(tally.ok_latency, 0.50),
             "p95": _pct(tally.ok_latency, 0.95),
-            "p99": p99,
+            "p99": _pct(tally.ok_latency, 0.99),
             "max": round(max(tally.ok_latency), 3) if tally.ok_latency else None,
         },
         "deadline_s": deadline,
     }
-    print(json.dumps(report, indent=2))  # noqa: T201
+
+
+async def main() -> int:
+    ap = bench.parser(NAME, __doc__)
+    ap.add_argument("--url", help="A running service; none: start one here.")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--measure-s", type=float, default=30.0)
+    ap.add_argument("--factor", type=float, default=2.0)
+    ap.add_argument("--duration-s", type=float, default=60.0)
+    ap.add_argument("--capacity", type=float, help="skip phase 1 and use this rate")
+    args = ap.parse_args()
+    if args.smoke:
+        args.concurrency, args.measure_s, args.duration_s = 2, 1.0, 2.0
+    key = os.environ.get("VERIFIER_API_KEY")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    deadline = LimitSettings().request_timeout_s
+    limits = httpx.Limits(max_connections=10_000, max_keepalive_connections=200)
+    config = {k: getattr(args, k) for k in ("url", "concurrency", "measure_s", "factor")}
+    rec = bench.record(NAME, args, config={**config, "capacity_given": args.capacity})
+    with service(args.url, args.out / f"{NAME}_service.log") as (url, _):
+        async with httpx.AsyncClient(
+            base_url=url, headers=headers, timeout=deadline + 60, limits=limits
+        ) as client:
+            cap = args.capacity or await capacity(client, args.concurrency, args.measure_s)
+            rate = args.factor * cap
+            tally = await open_loop(client, rate, args.duration_s)
+    report = summary(tally, cap, rate, args, deadline)
+    print(json.dumps(report, indent=2))
+    p99 = report["admitted_latency_s"]["p99"]
     ok = (
-        five_xx == 0
+        all(s < 500 for s in tally.status)
         and tally.transport_errors == 0
         and tally.refused_without_retry_after == 0
         and tally.untyped_refusals == 0
         and p99 is not None
         and p99 <= deadline
     )
+    rec.results = {**report, "passed": ok}
+    bench.write(rec, args)
     return 0 if ok else 1
 
 

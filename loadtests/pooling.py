@@ -26,38 +26,29 @@ solutions per second, prompt and generated tokens and engine calls per solution.
     python loadtests/pooling.py --smoke          # 1 round, 2 questions, 2-layer checkpoints
     verifier bench pooling [the same options]
 
-Writes out/bench/pooling.json.
+Writes out/bench/pooling.json (with --smoke: pooling.smoke.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import statistics
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
+from loadtests import bench
 from loadtests.checkpoints import build_prm, build_reward
-from loadtests.harness import (
-    ROOT,
-    ServerProcess,
-    free_port,
-    git_commit,
-    machine,
-    verifier,
-    vllm_openai_server,
-)
+from loadtests.harness import ROOT, ServerProcess, free_port, verifier, vllm_openai_server
 from loadtests.workload import Pair, drive, load_pairs
 from service.config import Settings
 
-OUT = ROOT / "out" / "bench"
+NAME: Final = "pooling"
 
 
 @contextmanager
@@ -150,9 +141,9 @@ async def rm_rounds(
         for base, body, path in calls.values():  # warm-up, not counted
             await rate(base, warm, args.concurrency, body, path)
         rounds = []
-        for k in range(args.runs):
+        for k, order in enumerate(bench.rotated(MODES, args.runs)):
             rates: dict[str, float] = {}
-            for mode in MODES[k % 3 :] + MODES[: k % 3]:
+            for mode in order:
                 await asyncio.sleep(PAUSE_S)
                 base, body, path = calls[mode]
                 rates[mode] = await rate(base, work, args.concurrency, body, path)
@@ -216,53 +207,37 @@ async def prm_vs_generative(
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = bench.parser(NAME, __doc__, runs=5)
     p.add_argument("--questions", type=int, default=16, help="GSM8K questions (x4 solutions)")
     p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--runs", type=int, default=5, help="timed rounds of every mode")
     p.add_argument("--layers", type=int, default=30, help="layers of the built checkpoints")
     p.add_argument("--skip-prm", action="store_true", help="RM throughput only")
-    p.add_argument("--smoke", action="store_true", help="1 round, 2 questions, 2 layers")
-    p.add_argument("--out", type=Path, default=OUT / "pooling.json")
-    return p.parse_args()
-
-
-def median(runs: list[dict[str, float]], key: str) -> float:
-    return statistics.median(r[key] for r in runs)
-
-
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    settings = Settings()
-    if args.smoke:
+    args = p.parse_args()
+    if args.smoke:  # 1 round, 2 questions, 2 layers
         args.runs, args.questions, args.layers = 1, 2, 2
+    return args
+
+
+async def run(args: argparse.Namespace, rec: bench.Record) -> None:
+    settings = Settings()
     work = load_pairs(settings, args.questions)
     warm = load_pairs(settings, 2, offset=args.questions)
-    logs = args.out.parent / "pooling_logs"
+    logs = args.out / "pooling_logs"
     logs.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         rm = build_reward(Path(tmp) / "rm", layers=args.layers)
         prm = build_prm(Path(tmp) / "prm", layers=args.layers)
         runs = await rm_rounds(settings, rm, work, warm, args, logs)
-        result: dict[str, Any] = {
-            "workload": {
-                "judgments": len(work),
-                "concurrency": args.concurrency,
-                "layers": args.layers,
-                "runs": args.runs,
-            },
-            "rm_runs": runs,
-            "rm_median": {key: median(runs, key) for key in runs[0]},
-            "machine": machine(),
-            "git": git_commit(),
-        }
-        med = result["rm_median"]
+        rec.config["judgments"] = len(work)
+        rec.results["rm_runs"] = runs
+        med = rec.results["rm_median"] = bench.medians(runs)
         print(
             f"median: ours /classify / vLLM {med['ours_classify_over_vllm']:.3f} (target >= "
             f"0.95), ours outcome / vLLM {med['ours_outcome_over_vllm']:.3f}"
         )
         if not args.skip_prm:
             fig = await prm_vs_generative(prm, work, args.concurrency, logs)
-            result["prm_vs_generative"] = fig
+            rec.results["prm_vs_generative"] = fig
             for name in ("prm", "generative"):
                 f = fig[name]
                 print(
@@ -270,16 +245,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"{f['prompt_tokens']:.0f} prompt + {f['generated_tokens']:.1f} generated "
                     f"tokens, {f['engine_calls']:.1f} engine calls"
                 )
-    return result
 
 
-def main() -> None:
+def main() -> int:
     args = parse_args()
-    result = asyncio.run(run(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.out}")
+    keys = ("questions", "concurrency", "layers", "runs", "skip_prm")
+    rec = bench.record(NAME, args, config={k: getattr(args, k) for k in keys})
+    asyncio.run(run(args, rec))
+    bench.write(rec, args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -12,7 +12,7 @@ measures, all with ``cache: false``:
 - mcq: the first ``--mcq-items`` ARC items through /v1/mcq/audit twice (base conditions):
   max |delta p| over every option probability.
 
-    verifier bench precision --dtype float32             # or: python loadtests/precision.py
+    verifier bench precision --dtype float32 --out out/bench/float32   # a folder per dtype
     verifier bench precision --dtype bfloat16 --smoke    # seconds once the engine is up
 """
 
@@ -20,34 +20,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
 import math
 import os
-import platform
-import sys
 import time
-from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
-from loadtests import harness
+from loadtests import bench, harness
 from service.config import Settings
 
+NAME: Final = "precision"
 GRID_TOL = 1e-6  # logit units; float32 rounding here is ~6e-8
 PRECISION_ENV = ("VERIFIER_ENGINE__DTYPE", "VERIFIER_ENGINE__HEAD_DTYPE", "VLLM_BATCH_INVARIANT")
 MCQ_CONDITIONS = ["full_base", "choices_only_base"]
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def grid_step(values: list[float], tol: float = GRID_TOL) -> float | None:
@@ -123,6 +110,7 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
     items = gsm8k_pairs(args.items)
     mcq = arc_items(args.mcq_items)
     async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+        (card,) = (await client.get("/v1/models")).json()["data"]
         await judge(client, fixed_pair)  # warm-up: first-call costs stay out of the reads
         fixed = [await judge(client, fixed_pair) for _ in range(args.reads)]
         t0 = time.perf_counter()
@@ -134,6 +122,7 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
         second = await audit_probs(client, mcq)
     reads = fixed + alone + list(burst)
     return {
+        "served_dtype": card.get("dtype"),
         "logit_grid_step": grid_step(reads),
         "n_reads": len(reads),
         "fixed": {
@@ -162,46 +151,34 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = bench.parser(NAME, __doc__)
     p.add_argument("--url", default=None, help="A running service (its dtype is its own).")
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32", "float16"])
     p.add_argument("--fixed", default="gsm8k-0", help="The ProcessBench GSM8K solution read.")
     p.add_argument("--reads", type=int, default=8)
     p.add_argument("--items", type=int, default=16)
     p.add_argument("--mcq-items", type=int, default=16)
-    p.add_argument("--smoke", action="store_true", help="2 reads, 3 items, 2 ARC items.")
-    p.add_argument("--output", type=Path, default=None)
     args = p.parse_args(argv)
-    if args.smoke:
+    if args.smoke:  # 2 reads, 3 items, 2 ARC items
         args.reads, args.items, args.mcq_items = 2, 3, 2
-    if args.output is None:
-        args.output = Path(f"out/bench/precision_{args.dtype}.json")
     return args
 
 
-async def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if not args.url and args.dtype != "auto":
-        # The served engine reads it; set before the server process starts.
+        # The served engine reads it; set before the server process starts (and the record).
         os.environ["VERIFIER_ENGINE__DTYPE"] = args.dtype
-    started = datetime.datetime.now(datetime.UTC)
-    log = args.output.with_suffix(".log")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with harness.service(args.url, log) as (url, _pid):
-        result = await measure(url, args)
-    record = {
-        "date": started.isoformat(timespec="seconds"),
-        **harness.git_commit(),
-        "machine": {"cpu_model": cpu_model(), **harness.machine()},
-        "dtype": args.dtype,
-        # engine options that change precision, passed through the environment
-        "env": {k: v for k, v in os.environ.items() if k in PRECISION_ENV},
-        "argv": sys.argv,
-        **result,
-    }
-    args.output.write_text(json.dumps(record, indent=2) + "\n")
+    keys = ("url", "dtype", "fixed", "reads", "items", "mcq_items")
+    config: dict[str, Any] = {k: getattr(args, k) for k in keys}
+    # engine options that change precision, passed through the environment
+    config["env"] = {k: v for k, v in os.environ.items() if k in PRECISION_ENV}
+    rec = bench.record(NAME, args, config=config)
+    with harness.service(args.url, args.out / f"{NAME}_service.log") as (url, _pid):
+        rec.results = asyncio.run(measure(url, args))
+    result = rec.results
     bv, mq = result["batch_variance"], result["mcq_audit"]
-    print(f"dtype={args.dtype} cpu={record['machine']['cpu_model']}")
+    print(f"dtype={args.dtype} cpu={rec.machine.cpu}")
     print(f"logit grid step: {result['logit_grid_step']} over {result['n_reads']} reads")
     print(f"fixed {args.fixed} logit: {result['fixed']['distinct']}")
     print(
@@ -209,8 +186,9 @@ async def main(argv: list[str] | None = None) -> None:
         f"{bv['max_abs_delta_logit']:.4f} ({bv['alone_s_per_item']:.3f} s/item alone)"
     )
     print(f"mcq audit twice ({mq['items']} items): max |dp| {mq['max_abs_delta_p']:.4f}")
-    print(f"wrote {args.output}")
+    bench.write(rec, args)
+    return 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    raise SystemExit(main())

@@ -1,63 +1,85 @@
 """Process-scoring modes on ProcessBench GSM8K: wall time, prompt tokens computed, F1.
 
-Modes, each through a fresh `verifier serve` (cold cache):
-  multi-step direct, prefix caching off   (VERIFIER_ENGINE__ENABLE_PREFIX_CACHING=false)
-  multi-step direct, prefix caching on    (the default)
-  single_pass, prefix caching on          (one prefill per solution, verdict slots read from
-                                           prompt logprobs)
+Modes (--arms), each through a fresh `verifier serve` (cold cache):
+  direct-nocache   multi-step direct, prefix caching off
+                   (VERIFIER_ENGINE__ENABLE_PREFIX_CACHING=false)
+  direct           multi-step direct, prefix caching on (the default)
+  single_pass      single_pass, prefix caching on (one prefill per solution, verdict slots
+                   read from prompt logprobs)
+  direct-block128  multi-step direct, vLLM's own CPU block size of 128, against our default
+                   of 32 (partial blocks are recomputed)
 
 "Computed" prompt tokens = prompt_tokens - cached_tokens (what the engine actually prefilled).
 "One full-solution pass" = the tokens of the last step's prompt (question + every step), i.e.
-what a single judgment of the whole solution would prefill.
+what a single judgment of the whole solution would prefill. Written to
+out/bench/process_modes.json.
 
-    python loadtests/process_modes.py [--limit 400] [--concurrency 16]
+    verifier bench process-modes [--limit 400] [--concurrency 16] [--arms direct,single_pass]
+    verifier bench process-modes --smoke [--url URL]   # direct and single_pass on 2 items
 
---limit N takes every (400 // N)-th item, so a subset keeps both classes.
+--limit N takes every (400 // N)-th item, so a subset keeps both classes. --url: a running
+service (default engine settings, its cache not cold) for the direct and single_pass arms;
+--smoke without it starts one service for both.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
+import contextlib
 import time
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
-import httpx
-
-from loadtests.harness import ROOT, ServerProcess, verifier
+from loadtests import bench, phases
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.evals.data import load_processbench
 from service.scoring import prompts
 from service.scoring.metrics_eval import processbench_metric
 
+NAME: Final = "process_modes"
 
-async def run_mode(
-    items: list[Any],
-    mode: str,
-    caching: bool,
-    conc: int,
-    port: int,
-    out: Path,
-    block_size: int | None = None,
+
+@dataclass(frozen=True)
+class Arm:
+    mode: str  # the request's mode
+    caching: bool
+    block_size: int | None = None  # None: the service's default
+
+    def env(self) -> dict[str, str]:
+        env = {"VERIFIER_ENGINE__ENABLE_PREFIX_CACHING": "true" if self.caching else "false"}
+        if self.block_size:
+            env["VERIFIER_ENGINE__BLOCK_SIZE"] = str(self.block_size)
+        return env
+
+
+ARMS: Final = {
+    "direct-nocache": Arm("direct", False),
+    "direct": Arm("direct", True),
+    "single_pass": Arm("single_pass", True),
+    "direct-block128": Arm("direct", True, 128),
+}
+# Arms on the default engine settings: a running service (--url) can stand for their server.
+DEFAULT_SETTINGS: Final = ("direct", "single_pass")
+SMOKE: Final = {"limit": 2, "arms": "direct,single_pass"}
+
+
+async def run_arm(
+    args: argparse.Namespace, items: list[Any], name: str, shared: str | None
 ) -> dict[str, Any]:
-    env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
-    env["VERIFIER_ENGINE__ENABLE_PREFIX_CACHING"] = "true" if caching else "false"
-    if block_size:
-        env["VERIFIER_ENGINE__BLOCK_SIZE"] = str(block_size)
-    log = out / f"process_{mode}_{'cache' if caching else 'nocache'}_{block_size or 'default'}.log"
-    url = f"http://127.0.0.1:{port}"
-    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
+    """One arm on a fresh server, or on ``shared`` (a running one) if its settings allow."""
+    arm = ARMS[name]
+    log = args.out / f"process_{name}.log"
+    url = shared if name in DEFAULT_SETTINGS else None
+    conc = args.concurrency
+    with phases.service(log, arm.env(), url) as base:
         sem = asyncio.Semaphore(conc)
-        limits = httpx.Limits(max_connections=conc * 2)
-        async with httpx.AsyncClient(base_url=url, timeout=900, limits=limits) as client:
+        async with phases.client(base, conc, timeout_s=900) as client:
 
             async def one(item: Any) -> dict[str, Any]:
                 async with sem:
-                    body = {"question": item.problem, "steps": list(item.steps), "mode": mode}
+                    body = {"question": item.problem, "steps": list(item.steps), "mode": arm.mode}
                     body["cache"] = False  # measure the engine, not the judgment cache
                     r = await client.post("/v1/judge/process", json=body)
                     r.raise_for_status()
@@ -73,19 +95,17 @@ async def run_mode(
         [it.label for it in items],
         [len(it.steps) for it in items],
     )
-    fallbacks = sum(r.get("exact_fallbacks") or 0 for r in results)
-    slots = sum(len(it.steps) for it in items)
     return {
-        "mode": mode,
-        "prefix_caching": caching,
-        "block_size": block_size or "default",
+        "mode": arm.mode,
+        "prefix_caching": arm.caching,
+        "block_size": arm.block_size or "default",
         "wall_s": wall,
         "prompt_tokens": prompt,
         "cached_tokens": cached,
         "computed_tokens": prompt - cached,
         "engine_calls": sum(r["usage"]["engine_calls"] for r in results),
-        "exact_fallbacks": fallbacks,
-        "slots": slots,
+        "exact_fallbacks": sum(r.get("exact_fallbacks") or 0 for r in results),
+        "slots": sum(len(it.steps) for it in items),
         "step_logits": [r["step_logits"] for r in results],
         **{k: metric[k] for k in ("acc_err", "acc_corr", "f1")},
     }
@@ -100,9 +120,7 @@ def pearson(a: list[float], b: list[float]) -> float:
 
 
 def full_pass_tokens(items: list[Any], model: str) -> int:
-    from transformers import AutoTokenizer
-
-    tok: Any = AutoTokenizer.from_pretrained(model)
+    tok = phases.tokenizer(model)
     total = 0
     for it in items:
         last = prompts.process_prompts(tok, it.problem, list(it.steps), reasoning=False)[-1]
@@ -110,34 +128,12 @@ def full_pass_tokens(items: list[Any], model: str) -> int:
     return total
 
 
-async def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--limit", type=int, default=400)
-    ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--port", type=int, default=8741)
-    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    settings = Settings()
-    model = resolve_model(settings)
-    every = load_processbench(settings.data_dir / "processbench" / "gsm8k.json", None)
-    # The file lists the 207 erroneous items first: take an even stride so both classes show.
-    items = every[:: max(1, len(every) // args.limit)][: args.limit]
-    full = full_pass_tokens(items, model)
-    rows = [
-        await run_mode(items, "direct", False, args.concurrency, args.port, args.out),
-        await run_mode(items, "direct", True, args.concurrency, args.port + 1, args.out),
-        await run_mode(items, "single_pass", True, args.concurrency, args.port + 2, args.out),
-        # vLLM's own CPU block size, against our default of 32 (partial blocks are recomputed).
-        await run_mode(items, "direct", True, args.concurrency, args.port + 3, args.out, 128),
-    ]
-    print(
-        f"\nProcessBench GSM8K, {len(items)} items, {rows[0]['slots']} steps, {args.concurrency} concurrent"
-    )
+def print_table(rows: dict[str, dict[str, Any]], full: int, items: int, conc: int) -> None:
+    """The table, then each comparison whose arms ran."""
+    slots = next(iter(rows.values()))["slots"]
+    print(f"\nProcessBench GSM8K, {items} items, {slots} steps, {conc} concurrent")
     print(f"{'mode':<36}{'wall s':>8}{'prompt tok':>12}{'computed':>10}{'comp/full':>10}{'F1':>7}")
-    for r in rows:
+    for r in rows.values():
         cache = f"cache, block {r['block_size']}" if r["prefix_caching"] else "no cache"
         name = f"{r['mode']} ({cache})"
         print(
@@ -145,26 +141,64 @@ async def main() -> None:
             f"{r['computed_tokens'] / full:>10.2f}{r['f1']:>7.1f}"
         )
     print(f"one full-solution pass per item: {full} prompt tokens")
-    multi = [x for item in rows[1]["step_logits"] for x in item]
-    single = [x for item in rows[2]["step_logits"] for x in item]
-    print(
-        f"Pearson r of step logits, single_pass vs multi-step direct: {pearson(multi, single):.3f}"
-    )
-    speed = rows[1]["wall_s"] / rows[2]["wall_s"]
-    speed_nc = rows[0]["wall_s"] / rows[2]["wall_s"]
-    print(
-        f"single_pass speed-up vs multi-step direct: {speed:.2f}x (cached), {speed_nc:.2f}x (no cache)   (target >= 3)"
-    )
-    print(
-        f"multi-step computed / full pass, cached: {rows[1]['computed_tokens'] / full:.2f} "
-        f"(default 32-token blocks), {rows[3]['computed_tokens'] / full:.2f} (128-token blocks)   (target < 1.5)"
-    )
-    print(
-        f"single_pass slots re-scored exactly (label outside top-20): {rows[2]['exact_fallbacks']}/{rows[2]['slots']}"
-    )
-    (args.out / "process_modes.json").write_text(
-        json.dumps({"full_pass_tokens": full, "rows": rows}, indent=2)
-    )
+    nocache, multi, single = (rows.get(k) for k in ("direct-nocache", "direct", "single_pass"))
+    block128 = rows.get("direct-block128")
+    if multi and single:
+        m = [x for item in multi["step_logits"] for x in item]
+        s = [x for item in single["step_logits"] for x in item]
+        print(f"Pearson r of step logits, single_pass vs multi-step direct: {pearson(m, s):.3f}")
+    if multi and single and nocache:
+        speed = multi["wall_s"] / single["wall_s"]
+        speed_nc = nocache["wall_s"] / single["wall_s"]
+        print(
+            f"single_pass speed-up vs multi-step direct: {speed:.2f}x (cached), {speed_nc:.2f}x (no cache)   (target >= 3)"
+        )
+    if multi and block128:
+        print(
+            f"multi-step computed / full pass, cached: {multi['computed_tokens'] / full:.2f} "
+            f"(default 32-token blocks), {block128['computed_tokens'] / full:.2f} (128-token blocks)   (target < 1.5)"
+        )
+    if single:
+        print(
+            f"single_pass slots re-scored exactly (label outside top-20): {single['exact_fallbacks']}/{single['slots']}"
+        )
+
+
+def parse_args() -> argparse.Namespace:
+    ap = bench.parser(NAME, __doc__)
+    ap.add_argument("--limit", type=int, default=400)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--arms", default=",".join(ARMS), help=f"a comma list of {', '.join(ARMS)}")
+    ap.add_argument("--url", help="a running service for direct and single_pass; none: start one")
+    args = ap.parse_args()
+    if args.smoke:  # the smoke's defaults: options given explicitly still win
+        ap.set_defaults(**SMOKE)
+        args = ap.parse_args()
+    args.arms = [a for a in ARMS if a in args.arms.split(",")]
+    if not args.arms:
+        ap.error(f"--arms: a comma list of {', '.join(ARMS)}")
+    return args
+
+
+async def main() -> None:
+    args = parse_args()
+    settings = Settings()
+    model = resolve_model(settings)
+    every = load_processbench(settings.data_dir / "processbench" / "gsm8k.json", None)
+    # The file lists the 207 erroneous items first: take an even stride so both classes show.
+    items = every[:: max(1, len(every) // args.limit)][: args.limit]
+    config = {"items": len(items), "concurrency": args.concurrency, "arms": args.arms}
+    rec = bench.record(NAME, args, config={**config, "service_url_given": bool(args.url)})
+    full = full_pass_tokens(items, model)
+    with contextlib.ExitStack() as stack:
+        shared = args.url
+        if args.smoke and not shared and set(args.arms) & set(DEFAULT_SETTINGS):
+            # the mechanics only: one server for the default-settings arms, not one each
+            shared = stack.enter_context(phases.service(args.out / "process_default.log"))
+        rows = {name: await run_arm(args, items, name, shared) for name in args.arms}
+    print_table(rows, full, len(items), args.concurrency)
+    rec.results = {"full_pass_tokens": full, "rows": list(rows.values())}
+    bench.write(rec, args)
 
 
 if __name__ == "__main__":

@@ -5,26 +5,27 @@ twice: with the in-process asyncio queue, then with VERIFIER_REDIS_URL set (API 
 one process, talking through Redis). Two phases per backend: one client (the queue's own
 latency shows) and 32 concurrent clients (batching shows).
 
-    python loadtests/queue_latency.py [--redis redis://127.0.0.1:6379/15] [--requests 256]
+    verifier bench queue-latency [--redis redis://127.0.0.1:6379/15] [--requests 256]
+    verifier bench queue-latency --smoke    # 4 requests per phase, both backends
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
-import statistics
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from loadtests.harness import ROOT, ServerProcess, verifier
+from loadtests import bench
+from loadtests.harness import ServerProcess, free_port, verifier
 from loadtests.workload import Pair, load_pairs
 from service.config import Settings
+from service.stores.connection import connect
+
+NAME = "queue_latency"
 
 
 async def phase(url: str, pairs: list[Pair], conc: int) -> dict[str, float]:
@@ -50,7 +51,7 @@ async def phase(url: str, pairs: list[Pair], conc: int) -> dict[str, float]:
         wall = time.perf_counter() - start
     latencies.sort()
     return {
-        "p50_ms": 1000 * statistics.median(latencies),
+        "p50_ms": 1000 * bench.median(latencies),
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
         "rate": len(latencies) / wall,
     }
@@ -67,15 +68,27 @@ def batch_histogram(text: str) -> dict[str, float]:
     return out
 
 
+async def drop(redis: str, prefix: str) -> None:
+    """Delete the run's keys: its jobs stream never expires."""
+    client = connect(redis)
+    try:
+        async for key in client.scan_iter(match=prefix + "*"):
+            await client.delete(key)
+    finally:
+        await client.aclose()
+
+
 async def run_backend(
     name: str, redis: str | None, args: Any, single: list[Pair], load: list[Pair]
 ) -> dict[str, Any]:
-    env = {**os.environ, "VERIFIER_PORT": str(args.port), "VERIFIER_LOG_LEVEL": "warning"}
+    port = free_port()
+    env = {**os.environ, "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
     env.pop("VERIFIER_REDIS_URL", None)
+    prefix = f"bench{uuid.uuid4().hex[:6]}:"
     if redis:
         env["VERIFIER_REDIS_URL"] = redis
-        env["VERIFIER_REDIS__PREFIX"] = f"bench{uuid.uuid4().hex[:6]}:"
-    url = f"http://127.0.0.1:{args.port}"
+        env["VERIFIER_REDIS__PREFIX"] = prefix
+    url = f"http://127.0.0.1:{port}"
     log = args.out / f"queue_{name}.log"
     with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready"):
         await phase(url, load[:32], 32)  # warm-up
@@ -83,24 +96,33 @@ async def run_backend(
         many = await phase(url, load, args.concurrency)
         async with httpx.AsyncClient() as c:
             hist = batch_histogram((await c.get(url + "/metrics")).text)
+    if redis:
+        await drop(redis, prefix)
     return {"single": one, "concurrent": many, "batch_size": hist}
 
 
 async def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = bench.parser(NAME, __doc__)
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/15")
     ap.add_argument("--requests", type=int, default=256)
     ap.add_argument("--single", type=int, default=64)
     ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--port", type=int, default=8751)
-    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
     args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    if args.smoke:
+        args.requests, args.single, args.concurrency = 4, 4, 4
     settings = Settings()
     load = load_pairs(settings, args.requests // 4)
     single = load_pairs(settings, args.single // 4, offset=500)
+    rec = bench.record(
+        NAME,
+        args,
+        config={
+            "requests": len(load),
+            "single": len(single),
+            "concurrency": args.concurrency,
+            "redis": args.redis,
+        },
+    )
     res = {
         "local": await run_backend("local", None, args, single, load),
         "redis": await run_backend("redis", args.redis, args, single, load),
@@ -121,7 +143,8 @@ async def main() -> None:
         mean = h.get("verifier_batch_size_sum", 0) / max(1.0, h.get("verifier_batch_size_count", 0))
         buckets = {k: v for k, v in h.items() if not k.startswith("verifier")}
         print(f"{name} batch sizes (cumulative le buckets): {buckets}  mean {mean:.2f}")
-    (args.out / "queue_latency.json").write_text(json.dumps(res, indent=2))
+    rec.results = res
+    bench.write(rec, args)
 
 
 if __name__ == "__main__":

@@ -9,18 +9,18 @@ returned; after the run (and a settle period) each accepted job is either answer
 submitter got the result), completed late (the submitter had already been told 503/504, but a
 result exists) or lost (no result anywhere).
 
-    python loadtests/redis_loss.py [--rate 200] [--seconds 10]
+    verifier bench redis-loss [--rate 200] [--seconds 10] [--smoke]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
 import uuid
 from typing import Any
 
+from loadtests import bench
 from loadtests.harness import RedisProcess
 from loadtests.workload import open_loop
 from service.config import QueueSettings, RedisSettings
@@ -29,8 +29,11 @@ from service.queue.base import Job, JobResult, new_job_id
 from service.queue.redis_streams import RedisQueue
 from service.queue.worker import Worker
 
+NAME = "redis_loss"
 # Persistence modes: AOF with fsync every second, or none.
 MODES = {"aof_everysec": True, "none": False}
+# After the last submit: time for reclaimed jobs to complete late (claim_idle_ms is 1 s).
+SETTLE_S = 3.0
 
 
 async def _handler(job: Job) -> JobResult:
@@ -38,7 +41,7 @@ async def _handler(job: Job) -> JobResult:
     return JobResult.success({"id": job.id})
 
 
-async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
+async def run_mode(name: str, rate: float, seconds: float, settle_s: float) -> dict[str, Any]:
     settings = QueueSettings(claim_idle_ms=1000)
     names = RedisSettings(prefix=f"loss{uuid.uuid4().hex[:6]}:")
     accepted: set[str] = set()
@@ -75,7 +78,7 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
             redis.start()
 
         sent = await open_loop(rate, seconds, lambda _: submit(), kill_and_restart)
-        await asyncio.sleep(3)  # late completions of reclaimed jobs
+        await asyncio.sleep(settle_s)  # late completions of reclaimed jobs
         worker.stop()
         await asyncio.wait_for(worker_task, 30)
         late = 0
@@ -100,12 +103,18 @@ async def run_mode(name: str, rate: float, seconds: float) -> dict[str, Any]:
 
 
 async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = bench.parser(NAME, __doc__)
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--seconds", type=float, default=10.0)
     args = ap.parse_args()
-    results = [await run_mode(m, args.rate, args.seconds) for m in MODES]
-    print(json.dumps(results, indent=2))  # noqa: T201
+    settle = SETTLE_S
+    if args.smoke:  # both modes, a kill each: the mechanics, not a loss figure
+        args.rate, args.seconds, settle = 20.0, 1.0, 1.5
+    config = {"rate": args.rate, "seconds": args.seconds, "settle_s": settle}
+    rec = bench.record(NAME, args, config=config)
+    rec.results["modes"] = [await run_mode(m, args.rate, args.seconds, settle) for m in MODES]
+    print(json.dumps(rec.results["modes"], indent=2))  # noqa: T201
+    bench.write(rec, args)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,11 @@ sends an ``Idempotency-Key`` and retries a 503 every second with the same key un
 answered by a fresh run means that job was lost with Redis (or never queued), and it ran again.
 ``never_answered`` counts callers with no 200 by their deadline.
 
-    python loadtests/redis_loss_http.py [--rate 4] [--seconds 30] [--request-timeout 120]
+    verifier bench redis-loss-http [--rate 4] [--seconds 30] [--request-timeout 120] [--smoke]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -36,9 +35,11 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadtests import bench
 from loadtests.harness import RedisProcess, ServerProcess, free_port, verifier
 from loadtests.workload import judgment_body, open_loop
 
+NAME = "redis_loss_http"
 # Persistence modes: AOF with fsync every second, or none.
 MODES = {"aof_everysec": True, "none": False}
 
@@ -126,13 +127,18 @@ async def run_mode(
 
 
 async def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = bench.parser(NAME, __doc__)
     ap.add_argument("--rate", type=float, default=4.0, help="requests per second, open loop")
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--request-timeout", type=float, default=120.0, help="the service's deadline")
-    ap.add_argument("--logs", type=Path, default=Path("redis_loss_http_logs"))
+    ap.add_argument("--logs", type=Path, help="Process logs (default <out>/redis_loss_http_logs).")
     args = ap.parse_args()
+    if args.smoke:  # both modes, a kill each, 4 callers: the mechanics, not a loss figure
+        args.rate, args.seconds = 2.0, 2.0
+    args.logs = args.logs or args.out / f"{NAME}_logs"
     args.logs.mkdir(parents=True, exist_ok=True)
+    config = {"rate": args.rate, "seconds": args.seconds, "request_timeout_s": args.request_timeout}
+    rec = bench.record(NAME, args, config=config)
     redis_port, api_port, worker_port = free_port(), free_port(), free_port()
     env = {
         **os.environ,
@@ -154,7 +160,8 @@ async def main() -> int:
         log=args.logs / "worker.log",
         probe=f"http://127.0.0.1:{worker_port}/ready",
     )
-    results = []
+    results: list[dict[str, Any]] = []
+    rec.results["modes"] = results
     with tempfile.TemporaryDirectory() as tmp:
         # A first Redis only lets the processes start; each mode then gets its own.
         boot = RedisProcess(redis_port, data_dir=Path(tmp) / "boot").start()
@@ -169,6 +176,7 @@ async def main() -> int:
                     )
                 )
     print(json.dumps(results, indent=2))
+    bench.write(rec, args)
     return 0
 
 

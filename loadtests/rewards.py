@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
+import contextlib
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,12 +46,14 @@ from typing import Any, Final
 import httpx
 import psutil
 
-from loadtests.harness import ROOT, git_commit, machine, service
+from loadtests import bench
+from loadtests.harness import service
 from loadtests.stats import final_answer, percentile
 from loadtests.workload import chat_renderer, distinct
 from service.config import Settings
 from service.scoring.bestofn import BestOfNItem
 
+NAME: Final = "rewards"
 VERIFIERS: Final = ("rule", "hybrid", "model")
 RULE_TARGET_PER_S: Final = 1000.0  # rule-only rewards/s per API process
 HYBRID_TARGET_RATIO: Final = 10.0  # hybrid rewards/s over model-only, accuracy no lower
@@ -95,6 +96,10 @@ class Burst:
             "cache": False,
         }
 
+    def pairs(self) -> list[tuple[str, str]]:
+        """(completion, label) of each query: what a rule check compares."""
+        return list(zip(self.completions, self.labels, strict=True))
+
 
 def label_of(item: BestOfNItem, kind: str) -> str:
     """The reference sent as the label: the reference solution, or its final answer."""
@@ -131,14 +136,8 @@ def make_burst(
             refs.append(label)
             texts.append(text)
             samples.append(Sample(first + offset, k, attempt, cand.is_correct))
-    return Burst(
-        tuple(range(first, first + len(items))),
-        tuple(query),
-        tuple(prompts),
-        tuple(refs),
-        tuple(texts),
-        tuple(samples),
-    )
+    span = tuple(range(first, first + len(items)))
+    return Burst(span, tuple(query), tuple(prompts), tuple(refs), tuple(texts), tuple(samples))
 
 
 def make_bursts(
@@ -217,7 +216,7 @@ def summarize(verifier_kind: str, records: Sequence[dict[str, Any]]) -> dict[str
     return {
         "queries": n,
         "bursts": len(records),
-        "rewards_per_s": statistics.median(r["rewards_per_s"] for r in records),
+        "rewards_per_s": bench.median(r["rewards_per_s"] for r in records),
         "rewards_per_s_each": [r["rewards_per_s"] for r in records],
         "latency_ms": {"p50": percentile(walls_ms, 50), "p99": percentile(walls_ms, 99)},
         "decided_by_rule": by_rule,
@@ -271,8 +270,7 @@ def compare(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def table(result: dict[str, Any]) -> str:
-    cfg = result["config"]
+def table(cfg: dict[str, Any], result: dict[str, Any]) -> str:
     lines = [
         f"{cfg['prompts']} prompts x {cfg['completions']} completions = "
         f"{cfg['prompts'] * cfg['completions']} queries per /get_reward call, "
@@ -334,9 +332,8 @@ def server_sums(client: httpx.Client) -> dict[str, float] | None:
 
     try:
         r = client.get("/metrics")
+        r.raise_for_status()
     except httpx.HTTPError:
-        return None
-    if r.status_code != 200:
         return None
     sums: dict[str, float] = {}
     for family in text_string_to_metric_families(r.text):
@@ -354,39 +351,33 @@ def _role(proc: psutil.Process, root: int) -> str:
     text = " ".join([proc.name(), *proc.cmdline()])
     if "VLLM::" in text:  # vLLM's engine core and its CPU worker
         return "engine"
-    if "spawn_main" in text:  # the rule-check pool's workers (spawned)
-        return "rule_pool"
-    return "other"  # the engine reaper, multiprocessing's resource tracker
+    # spawned: the rule-check pool's workers; other: the engine reaper, the resource tracker
+    return "rule_pool" if "spawn_main" in text else "other"
 
 
-def cpu_snapshot(pid: int | None) -> dict[int, tuple[str, float]]:
+Snapshot = dict[int, tuple[str, float]]
+
+
+def cpu_snapshot(pid: int | None) -> Snapshot:
     """CPU seconds (user + system) of the server and each of its descendants, by pid."""
+    snap: Snapshot = {}
     if pid is None:
-        return {}
-    snap: dict[int, tuple[str, float]] = {}
-    try:
+        return snap
+    with contextlib.suppress(psutil.Error):  # the server is gone
         root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return {}
-    for proc in procs:
-        try:
-            t = proc.cpu_times()
-            snap[proc.pid] = (_role(proc, pid), t.user + t.system)
-        except psutil.Error:
-            continue
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):  # a child that exited meanwhile
+                t = proc.cpu_times()
+                snap[proc.pid] = (_role(proc, pid), t.user + t.system)
     return snap
 
 
-def cpu_delta(
-    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]
-) -> dict[str, float]:
+def cpu_delta(before: Snapshot, after: Snapshot) -> dict[str, float]:
     """CPU seconds spent between two snapshots, by role (a process that ended between them is
     not counted; one that started, fully)."""
     out: dict[str, float] = {}
     for pid, (role, cpu) in after.items():
-        spent = cpu - before.get(pid, (role, 0.0))[1]
-        out[role] = out.get(role, 0.0) + max(0.0, spent)
+        out[role] = out.get(role, 0.0) + max(0.0, cpu - before.get(pid, (role, 0.0))[1])
     return out
 
 
@@ -417,10 +408,8 @@ def call(client: httpx.Client, body: dict[str, Any], pid: int | None) -> dict[st
 
 
 def orders(bursts: int) -> list[tuple[str, ...]]:
-    """The verifiers' order on each timed burst, rotated so that each goes first, second and
-    third equally often (in every 3 bursts): a machine whose speed drifts, a warm cache or a
-    prefix the previous call left in vLLM's cache favours none of them."""
-    return [VERIFIERS[b % 3 :] + VERIFIERS[: b % 3] for b in range(bursts)]
+    """The verifiers' order on each timed burst (`bench.rotated`)."""
+    return bench.rotated(VERIFIERS, bursts)
 
 
 def run_bursts(
@@ -461,7 +450,7 @@ def rule_check_costs(bursts: Sequence[Burst], settings: Settings) -> dict[str, A
     from service.scoring.answers import check, extract_answer, reference_answer
     from service.serving.rules import RuleVerifier
 
-    pairs = [pair for b in bursts for pair in zip(b.completions, b.labels, strict=True)]
+    pairs = [pair for b in bursts for pair in b.pairs()]
     check(*pairs[0])
     times = []
     for response, reference in pairs:
@@ -479,13 +468,7 @@ def rule_check_costs(bursts: Sequence[Burst], settings: Settings) -> dict[str, A
     pool_s, cpu = asyncio.run(pooled())
     n = len(pairs)
     distinct = [
-        len(
-            {
-                (extract_answer(r), reference_answer(ref))
-                for r, ref in zip(b.completions, b.labels, strict=True)
-            }
-        )
-        for b in bursts
+        len({(extract_answer(r), reference_answer(ref)) for r, ref in b.pairs()}) for b in bursts
     ]
     return {
         "pairs": n,
@@ -509,12 +492,8 @@ def rule_check_costs(bursts: Sequence[Burst], settings: Settings) -> dict[str, A
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="verifier bench rewards",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--url", help="a running service; default: start one `verifier serve`")
+    ap = bench.parser(NAME, __doc__)
+    ap.add_argument("--url", help="a running service; none: start one `verifier serve` here")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per burst (P)")
     ap.add_argument("--completions", type=int, default=16, help="completions per prompt (G)")
     ap.add_argument("--bursts", type=int, default=3, help="timed bursts per verifier")
@@ -534,10 +513,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--pause", type=float, default=2.0, help="seconds between timed calls (0 with --smoke)"
     )
-    ap.add_argument("--smoke", action="store_true", help="2 x 4, one burst: seconds")
-    ap.add_argument("--output", type=Path, default=ROOT / "out" / "bench" / "rewards.json")
     args = ap.parse_args(argv)
-    if args.smoke:
+    if args.smoke:  # 2 x 4, one burst: seconds
         args.prompts, args.completions, args.bursts, args.pause = 2, 4, 1, 0.0
     if min(args.prompts, args.completions, args.bursts) < 1:
         ap.error("--prompts, --completions and --bursts must be >= 1")
@@ -553,48 +530,39 @@ def main() -> int:
     data = args.data or settings.data_dir / "gsm8k" / "example_model_solutions.jsonl"
     n_bursts = len(VERIFIERS) + args.bursts  # a warm-up burst per verifier, then the timed
     items = load_gsm8k_solutions(data, args.prompts * n_bursts)
-    config = {
-        "prompts": args.prompts,
-        "completions": args.completions,
-        "bursts": args.bursts,
-        "labels": args.labels,
-        "data": str(data),
-        "url": args.url,
-        "server": "given --url" if args.url else "one `verifier serve`, local queue, defaults",
-        "orders": [list(o) for o in orders(args.bursts)],
-        "cache": False,
-        "pause_s": args.pause,
-        "smoke": args.smoke,
-        "argv": sys.argv[1:],
-    }
-    result: dict[str, Any] = {
-        "benchmark": "rewards",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": machine(),
-        "git": git_commit(),
-        "config": config,
-    }
-    log = args.output.with_name(args.output.stem + "_service.log")
-    with service(args.url, log) as (url, pid):
+    rec = bench.record(
+        NAME,
+        args,
+        config={
+            "prompts": args.prompts,
+            "completions": args.completions,
+            "bursts": args.bursts,
+            "labels": args.labels,
+            "data": str(data),
+            "url": args.url,
+            "server": "given --url" if args.url else "one `verifier serve`, local queue, defaults",
+            "orders": [list(o) for o in orders(args.bursts)],
+            "cache": False,
+            "pause_s": args.pause,
+        },
+    )
+    with service(args.url, args.out / f"{NAME}_service.log") as (url, pid):
         model_path = args.tokenizer or resolve_model(settings)
         render, end = chat_renderer(model_path)
-        config["tokenizer"] = model_path
+        rec.config["tokenizer"] = model_path
         bursts = make_bursts(
             items, args.prompts, args.completions, n_bursts, render, end, args.labels
         )
         warmups, timed = bursts[: len(VERIFIERS)], bursts[len(VERIFIERS) :]
         with httpx.Client(base_url=url, timeout=args.timeout) as client:
-            result["model"] = client.get("/v1/models").json()
+            rec.results["model"] = client.get("/v1/models").json()
             runs = run_bursts(client, warmups, timed, pid, args.pause)
-        result["rule_check_costs"] = rule_check_costs(timed, settings)
-    result["machine"]["load_average_at_end"] = list(os.getloadavg())
-    result["verifiers"] = {k: summarize(k, v["bursts"]) for k, v in runs.items()}
-    result["comparison"] = compare(result["verifiers"])
-    result["runs"] = runs
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
-    print(table(result))
-    print(f"wrote {args.output}")
+        rec.results["rule_check_costs"] = rule_check_costs(timed, settings)
+    rec.results["verifiers"] = {k: summarize(k, v["bursts"]) for k, v in runs.items()}
+    rec.results["comparison"] = compare(rec.results["verifiers"])
+    rec.results["runs"] = runs
+    print(table(rec.config, rec.results))
+    bench.write(rec, args)
     return 0
 
 

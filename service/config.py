@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service.protocol.jobs import JobKind
+from service.kinds import JobKind
 
 # The project's own data/ beside the package, found from this file rather than the working
 # directory, so every command and test reads the same files wherever it is started.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastapi import Depends, Request
 from redis.asyncio import Redis
@@ -19,9 +19,13 @@ from service.errors import NotReady
 from service.ops.telemetry import Metrics
 from service.queue.base import JobQueue
 from service.queue.worker import Worker
-from service.serving.services import Services
 from service.stores.auth import KeyRecord
 from service.stores.calibrations import CalibrationStore, MemoryCalibrations
+
+if TYPE_CHECKING:
+    # Only a process that hosts a worker holds the serving objects; an API-only process
+    # (`verifier serve` with a Redis queue and no local worker) loads no serving family.
+    from service.serving.services import Services
 
 
 @dataclass

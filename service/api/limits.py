@@ -18,7 +18,6 @@ from service.config import LimitSettings
 from service.errors import InvalidRequest, PayloadTooLarge, ServiceError
 from service.protocol.decisions import DecisionRequest
 from service.protocol.limits import Bounded, LimitKind, bounded
-from service.serving.decisions import input_blocks, question_spec
 
 
 @dataclass(frozen=True)
@@ -54,11 +53,11 @@ def limit_value(settings: LimitSettings, kind: LimitKind) -> int:
 
 def _decision_texts(req: DecisionRequest) -> Iterator[Bounded]:
     """A decision's texts as the model reads them: input blocks, instructions, options."""
-    blocks = input_blocks(req.input)
+    blocks = req.blocks()
     for i, block in enumerate(blocks):
         yield Bounded(f"input[{i}]" if block.header else "input", block.text, "text")
     for i, q in enumerate(req.questions):
-        spec = question_spec(q)
+        spec = q.spec()
         yield Bounded(f"questions[{i}].instructions", spec.instructions, "text")
         for j, (text, desc) in enumerate(spec.options):
             yield Bounded(f"questions[{i}].options[{j}]", f"{text} {desc or ''}", "text")

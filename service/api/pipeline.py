@@ -24,14 +24,13 @@ from service.api.disconnect import race_disconnect
 from service.api.limits import enforce
 from service.errors import (
     BudgetTooSmall,
-    CalibrationMismatch,
     ClientDisconnected,
-    UnknownCalibration,
 )
+from service.kinds import JobKind
 from service.protocol import BudgetInfo, Metered
-from service.protocol.jobs import JOBS, JobKind
+from service.protocol.jobs import JOBS
 from service.queue.base import Job, JobQueue, new_job_id
-from service.scoring.debias import calibration_mismatch
+from service.stores import calibrations
 from service.stores.auth import Reservation, reserve, settle
 
 logger = logging.getLogger(__name__)
@@ -99,18 +98,14 @@ class JobCall:
     ) -> None:
         """Refuse a missing calibration, or one fitted for another method, option count or
         model, before anything is queued or charged (the worker checks again)."""
-        if calibration_id is None:
-            return
-        cal = await self.state.calibrations.get(tenant_name(self.request), calibration_id)
-        if cal is None:
-            raise UnknownCalibration(
-                f"no calibration {calibration_id!r} for this tenant; list yours with GET "
-                "/v1/mcq/calibrations"
-            )
-        fitted = (cal.method, cal.k, cal.model)
-        why = calibration_mismatch(cal.id, fitted, method, ks, self.state.settings.model_name)
-        if why is not None:
-            raise CalibrationMismatch(why)
+        await calibrations.fitting(
+            self.state.calibrations,
+            tenant_name(self.request),
+            calibration_id,
+            method,
+            ks,
+            self.state.settings.model_name,
+        )
 
     def admit(self, req: BaseModel) -> None:
         """Refuse a request over a limit (413 or 422) before anything is planned or queued."""

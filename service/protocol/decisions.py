@@ -8,12 +8,14 @@ and refused with a 422 (the served models read text).
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
 from service.protocol.base import BudgetOptions, JudgeMode, Metered, ServiceModel, Usage
 from service.protocol.limits import ReasoningTokens, Samples
+from service.scoring.decisions import Block, QuestionSpec
 
 # OpenAI allows 400 questions and 255 choices. Here every question is one engine request
 # sharing the input's prefix: 64 keeps one decision from filling the engine's batch and the
@@ -180,11 +182,18 @@ class _Question(ServiceModel):
     instructions: str | list[QuestionPart]
     name: str | None = Field(default=None, description="Echoed in the answer; unique if given.")
 
+    def spec(self) -> QuestionSpec:
+        """The question as the prompt shows it."""
+        raise NotImplementedError
+
 
 class PredicateQuestion(_Question):
     """Estimate how likely it is that a statement about the input is true."""
 
     type: Literal["predicate"]
+
+    def spec(self) -> QuestionSpec:
+        return QuestionSpec("predicate", parts_text(self.instructions))
 
 
 class ChoiceOption(ServiceModel):
@@ -199,6 +208,10 @@ class ChoiceQuestion(_Question):
     type: Literal["choice"]
     choices: list[ChoiceOption]
 
+    def spec(self) -> QuestionSpec:
+        options = tuple((value_text(c.value), c.description) for c in self.choices)
+        return QuestionSpec("choice", parts_text(self.instructions), options)
+
 
 class ScoreLevel(ServiceModel):
     label: str
@@ -210,6 +223,10 @@ class ScoreQuestion(_Question):
 
     type: Literal["score"]
     levels: list[ScoreLevel]
+
+    def spec(self) -> QuestionSpec:
+        levels = tuple((level.label, level.description) for level in self.levels)
+        return QuestionSpec("score", parts_text(self.instructions), levels)
 
 
 Question = Annotated[
@@ -324,11 +341,17 @@ class DecisionRequest(BudgetOptions):
     @property
     def reads(self) -> int:
         """Engine reads of the questions: per question, its cyclic orders times samples."""
-        orders = [
-            min(self.permutations, len(q.choices)) if isinstance(q, ChoiceQuestion) else 1
-            for q in self.questions
-        ]
-        return sum(orders) * self.samples
+        return sum(spec.passes(self.permutations) for spec in self.specs()) * self.samples
+
+    def blocks(self) -> list[Block]:
+        """The input as blocks: one headerless text, or one block per item, in order."""
+        if isinstance(self.input, str):
+            return [Block("", self.input)]
+        return [item_block(item) for item in self.input]
+
+    def specs(self) -> list[QuestionSpec]:
+        """Every question as the prompt shows it, in order."""
+        return [q.spec() for q in self.questions]
 
     def resolved_temperature(self) -> float:
         if self.temperature is not None:
@@ -383,6 +406,42 @@ class DecisionRequest(BudgetOptions):
                 _check_choices(q, where)
             elif isinstance(q, ScoreQuestion):
                 _check_levels(q, where)
+
+
+def value_text(value: str | bool) -> str:
+    """How a choice value is shown: booleans as JSON spells them."""
+    return json.dumps(value) if isinstance(value, bool) else value
+
+
+def parts_text(content: object) -> str:
+    """Text of a string or of a list of text, JSON, output-text and refusal parts."""
+    if isinstance(content, str):
+        return content
+    assert isinstance(content, list)  # the request model admits strings and part lists only
+    out = []
+    for part in content:
+        if isinstance(part, InputText | OutputText):
+            out.append(part.text)
+        elif isinstance(part, InputJSON):
+            out.append(json.dumps(part.data, ensure_ascii=False, separators=(",", ":")))
+        elif isinstance(part, RefusalPart):
+            out.append(f"(refused) {part.refusal}")
+        # images never get here: the request model refuses them
+    return "\n".join(out)
+
+
+def item_block(item: InputItem) -> Block:
+    """One input item as the prompt shows it: a header naming it, and its text."""
+    if isinstance(item, Message):
+        header = item.role if item.phase is None else f"{item.role}, {item.phase}"
+        return Block(header, parts_text(item.content))
+    if isinstance(item, FunctionCall):
+        name = f"{item.namespace}.{item.name}" if item.namespace else item.name
+        return Block(f"function_call {name}, call_id {item.call_id}", item.arguments)
+    if item.type == "custom_tool_call":
+        name = f"{item.namespace}.{item.name}" if item.namespace else item.name
+        return Block(f"custom_tool_call {name}, call_id {item.call_id}", item.input)
+    return Block(f"{item.type}, call_id {item.call_id}", parts_text(item.output))
 
 
 def _text_of(instructions: str | list[Any]) -> str:

@@ -1,4 +1,4 @@
-"""The job kinds: the one place a kind is declared, with its request and response model.
+"""The job kinds with their request and response models (the names alone: ``kinds.py``).
 
 A kind names what a job asks for; its payload is that kind's request JSON and its result body
 that kind's response JSON. The API submits only these kinds; the worker's dispatch table
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, TypeVar, get_args
+from typing import Final, TypeVar
 
 from pydantic import BaseModel
 
+from service.kinds import JOB_KINDS, JobKind
 from service.protocol.audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
 from service.protocol.base import Metered
 from service.protocol.compare import CompareRequest, CompareResponse
@@ -47,26 +48,6 @@ from service.protocol.pooling import (
 )
 from service.protocol.reward import RewardRequest, RewardResponse
 
-JobKind = Literal[
-    "outcome",
-    "process",
-    "split",
-    "score",
-    "rerank",
-    "mcq_answer",
-    "mcq_batch",
-    "mcq_calibrate",
-    "mcq_audit",
-    "mcq_popmcq",
-    "reward",
-    "classify",
-    "pooling",
-    "decision",
-    "compare",
-]
-
-JOB_KINDS: Final[tuple[JobKind, ...]] = get_args(JobKind)
-
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -90,7 +71,7 @@ def for_every_kind(table: Mapping[JobKind, T], what: str) -> Mapping[JobKind, T]
     unknown = [k for k in table if k not in JOB_KINDS]
     if missing or unknown:
         raise TypeError(
-            f"the {what} table must cover exactly the job kinds of service/protocol/jobs.py; "
+            f"the {what} table must cover exactly the job kinds of service/kinds.py; "
             f"missing: {missing or 'none'}, unknown: {unknown or 'none'}"
         )
     return table

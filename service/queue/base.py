@@ -25,7 +25,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.errors import InvalidRequest, ServiceError
-from service.protocol.jobs import JobKind
+from service.kinds import JobKind
 from service.stores.tenants import DEFAULT_TENANT, check_tenant
 
 

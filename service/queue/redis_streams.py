@@ -43,6 +43,7 @@ from redis import exceptions as rex
 from service.config import QueueSettings, RedisSettings
 from service.errors import DeadlineExceeded, InvalidRequest, JobFailed, Overloaded, ServiceError
 from service.queue.base import BatchLimits, Delivery, Job, JobResult, check_pull_args
+from service.queue.redis_scripts import CANCEL_LUA, COMPLETE_LUA, RENEW_LUA, SUBMIT_LUA
 from service.stores.connection import connect, unavailable
 from service.stores.keys import DEAD_MAXLEN, GROUP, JOB_FIELD, RedisNames
 from service.stores.tenants import check_tenant
@@ -52,65 +53,6 @@ logger = logging.getLogger(__name__)
 # Longest single blocking call (BLPOP, XREADGROUP BLOCK); longer waits loop in slices.
 SLICE_S = 1.0
 RETRY_AFTER_S = 1.0
-
-# KEYS: stream, [idem]. ARGV: job json, job id, ttl, field. Returns the owning job id.
-_SUBMIT_LUA = """
-if KEYS[2] then
-  if not redis.call('SET', KEYS[2], ARGV[2], 'NX', 'EX', ARGV[3]) then
-    return redis.call('GET', KEYS[2])
-  end
-end
-redis.call('XADD', KEYS[1], '*', ARGV[4], ARGV[1])
-return ARGV[2]
-"""
-
-# KEYS: result, notify, stream, [dead]. ARGV: result, ttl, group, entry id,
-# [job json, deliveries, dead maxlen]. Returns 1 if this write won.
-_COMPLETE_LUA = """
-local won = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2])
-if won then
-  redis.call('LPUSH', KEYS[2], '1')
-  redis.call('EXPIRE', KEYS[2], ARGV[2])
-end
-if KEYS[4] then
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*',
-             'job', ARGV[5], 'entry', ARGV[4], 'deliveries', ARGV[6])
-end
--- pcall: a consumer group lost in a Redis restart must not undo the stored result.
-redis.pcall('XACK', KEYS[3], ARGV[3], ARGV[4])
-if won then return 1 end
-return 0
-"""
-
-# KEYS: stream. ARGV: group, consumer, ids... Renews only entries this consumer still owns,
-# so a late renewal never takes a job back from a consumer that reclaimed it.
-_RENEW_LUA = """
-local renewed = 0
-for i = 3, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[2] then
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
-    renewed = renewed + 1
-  end
-end
-return renewed
-"""
-
-# KEYS: cancel marker, waiters, [idem]. ARGV: ttl, job id, leaving. A caller that left
-# ("leaving" = 1) cancels only if it was the last one waiting on a shared job. Releases the
-# idempotency record only if it still names this job, so a retry with the key runs it again.
-_CANCEL_LUA = """
-if ARGV[3] == '1' then
-  local left = redis.call('DECR', KEYS[2])
-  if left > 0 then return left end
-end
-redis.call('DEL', KEYS[2])
-redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
-if KEYS[3] and redis.call('GET', KEYS[3]) == ARGV[2] then
-  redis.call('DEL', KEYS[3])
-end
-return 0
-"""
 
 _Candidate = tuple[str, Job]  # (stream entry id, job)
 HOUSEKEEPING_S = 1.0  # at most this often: trim the stream; look for idle jobs to reclaim
@@ -163,10 +105,10 @@ class RedisQueue:
         self._redis = connect(url, timeout)
         # Blocking calls wait up to SLICE_S server-side; their socket must wait longer.
         self._blocking = connect(url, timeout, timeout + SLICE_S)
-        self._submit_lua = self._redis.register_script(_SUBMIT_LUA)
-        self._complete_lua = self._redis.register_script(_COMPLETE_LUA)
-        self._renew_lua = self._redis.register_script(_RENEW_LUA)
-        self._cancel_lua = self._redis.register_script(_CANCEL_LUA)
+        self._submit_lua = self._redis.register_script(SUBMIT_LUA)
+        self._complete_lua = self._redis.register_script(COMPLETE_LUA)
+        self._renew_lua = self._redis.register_script(RENEW_LUA)
+        self._cancel_lua = self._redis.register_script(CANCEL_LUA)
         self._group_ready = False
         # Entries read but left out of a batch by its token cap; still pending for us
         # and offered first on the next pull.

@@ -33,6 +33,8 @@ SYSTEM = (
     "one label only."
 )
 ANSWER_PREFIX = "Answer:"
+# After a thought: "\nAnswer:" (at most 3 tokens in the tokenizers we serve) and the label.
+THOUGHT_TAIL = 8
 # The shared prefix ends with the input's closing fence and one newline: the blank line's second
 # newline goes with the question, as the tokenizer splits the whole text (checked in tests).
 SEAM = "</input>\n"
@@ -53,6 +55,11 @@ class QuestionSpec:
     kind: Kind
     instructions: str
     options: tuple[tuple[str, str | None], ...] = ()
+
+    def passes(self, permutations: int) -> int:
+        """Orders the question is read in: a choice question one per cyclic order asked for, at
+        most K; the others one."""
+        return min(permutations, len(self.options)) if self.kind == "choice" else 1
 
 
 def labels(q: QuestionSpec) -> tuple[str, ...]:

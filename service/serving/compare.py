@@ -16,11 +16,10 @@ from service.errors import InvalidRequest
 from service.protocol import Usage
 from service.protocol.compare import CompareRead, CompareRequest, CompareResponse, CompareResult
 from service.scoring import compare as scoring
-from service.scoring.decisions import after_thought_ids
+from service.scoring.decisions import THOUGHT_TAIL, after_thought_ids
 from service.scoring.fusion import rank
 from service.scoring.prompts import ANSWER_PREFIX, token_variants
-from service.serving.decisions import THOUGHT_TAIL
-from service.serving.mcq import stored_calibration
+from service.serving.context import tenant_calibration
 from service.stores.calibrations import CalibrationStore
 
 
@@ -153,7 +152,7 @@ class CompareServing:
         """The stored PriDe letter prior for ``debias='pride'`` (422 if it does not fit)."""
         if req.resolved_debias() != "pride":
             return None
-        cal = await stored_calibration(
+        cal = await tenant_calibration(
             self._calibrations, req.calibration_id, "pride", [n], self._model
         )
         assert cal is not None  # the request model requires calibration_id with pride

@@ -8,6 +8,25 @@ and stored under it. It has no default: a job path that forgot ``.set()`` raises
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextvars import ContextVar
 
+from service.protocol.mcq import Calibration
+from service.stores.calibrations import CalibrationStore, fitting
+
 current_tenant: ContextVar[str] = ContextVar("current_tenant")
+
+
+async def tenant_calibration(
+    store: CalibrationStore,
+    calibration_id: str | None,
+    method: str,
+    ks: Sequence[int],
+    model: str,
+) -> Calibration | None:
+    """The running job's tenant's calibration ``calibration_id`` (None without one), checked
+    against the request (``stores.calibrations.fitting``: 422 when missing or fitted for
+    another method, K or model)."""
+    if calibration_id is None:
+        return None
+    return await fitting(store, current_tenant.get(), calibration_id, method, ks, model)

@@ -11,7 +11,6 @@ read follows a thought generated within ``reasoning_tokens`` (sampled ``samples`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -25,17 +24,10 @@ from service.protocol.decisions import (
     DecisionRequest,
     DecisionResponse,
     DecisionUsage,
-    FunctionCall,
-    InputItem,
-    InputJSON,
-    InputText,
-    Message,
-    OutputText,
     PredicateAnswer,
     PredicateQuestion,
     Question,
     RefusalAnswer,
-    RefusalPart,
     ScoreAnswer,
     ScoreProbability,
     ScoreQuestion,
@@ -43,13 +35,11 @@ from service.protocol.decisions import (
 from service.protocol.mcq import Calibration
 from service.scoring import debias
 from service.scoring import decisions as scoring
-from service.serving.mcq import stored_calibration
+from service.serving.context import tenant_calibration
 from service.stores.calibrations import CalibrationStore
 
 # A choice read's letter probabilities -> debiased (identity without debias).
 Unbias = Callable[[list[float]], list[float]]
-# After a thought: "\nAnswer:" (at most 3 tokens in the tokenizers we serve) and the label.
-THOUGHT_TAIL = 8
 
 
 class DecisionServing:
@@ -63,20 +53,20 @@ class DecisionServing:
 
     async def decide(self, req: DecisionRequest) -> DecisionResponse:
         cal = await self._calibration(req)
-        specs = [question_spec(q) for q in req.questions]
+        specs = req.specs()
         reads = plan_reads(specs, req)
         option_ids = [self._label_ids(i, spec) for i, spec in enumerate(specs)]
         reasoning = req.mode == "reasoning"
         prompts = scoring.decision_prompts(
             self._engine.tokenizer,
-            input_blocks(req.input),
+            req.blocks(),
             [r.spec for r in reads],
             reasoning=reasoning,
         )
         # A question with a read that does not fit the model is refused; the others are read.
         # A thought may take its whole budget, then "\nAnswer:" and the label follow.
         room = self._engine.model_info().max_model_len - (
-            req.reasoning_tokens + THOUGHT_TAIL if reasoning else 1
+            req.reasoning_tokens + scoring.THOUGHT_TAIL if reasoning else 1
         )
         too_long = {r.question for n, r in enumerate(reads) if len(prompts.prompt_ids(n)) > room}
         live = [n for n, r in enumerate(reads) if r.question not in too_long]
@@ -134,7 +124,7 @@ class DecisionServing:
 
     async def _calibration(self, req: DecisionRequest) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
-        return await stored_calibration(
+        return await tenant_calibration(
             self._calibrations, req.calibration_id, req.debias, req.choice_counts, self._model
         )
 
@@ -199,12 +189,6 @@ class DecisionServing:
         return {k: debias.mean_probs(runs[k]) for k in ks}
 
 
-def passes(spec: scoring.QuestionSpec, permutations: int) -> int:
-    """Orders a question is read in: choice questions one per cyclic order asked for, at most
-    K; the others one."""
-    return min(permutations, len(spec.options)) if spec.kind == "choice" else 1
-
-
 @dataclass(frozen=True, slots=True)
 class Read:
     """One label read: its question, the shift of its choices, its sample, as shown."""
@@ -221,62 +205,9 @@ def plan_reads(specs: Sequence[scoring.QuestionSpec], req: DecisionRequest) -> l
     return [
         Read(i, shift, sample, scoring.rotated(spec, shift))
         for i, spec in enumerate(specs)
-        for shift in range(passes(spec, req.permutations))
+        for shift in range(spec.passes(req.permutations))
         for sample in range(samples)
     ]
-
-
-def question_spec(q: Question) -> scoring.QuestionSpec:
-    instructions = parts_text(q.instructions)
-    if isinstance(q, PredicateQuestion):
-        return scoring.QuestionSpec("predicate", instructions)
-    if isinstance(q, ChoiceQuestion):
-        options = tuple((value_text(c.value), c.description) for c in q.choices)
-        return scoring.QuestionSpec("choice", instructions, options)
-    levels = tuple((level.label, level.description) for level in q.levels)
-    return scoring.QuestionSpec("score", instructions, levels)
-
-
-def value_text(value: str | bool) -> str:
-    """How a choice value is shown: booleans as JSON spells them."""
-    return json.dumps(value) if isinstance(value, bool) else value
-
-
-def parts_text(content: object) -> str:
-    """Text of a string or of a list of text, JSON, output-text and refusal parts."""
-    if isinstance(content, str):
-        return content
-    assert isinstance(content, list)  # the request model admits strings and part lists only
-    out = []
-    for part in content:
-        if isinstance(part, InputText | OutputText):
-            out.append(part.text)
-        elif isinstance(part, InputJSON):
-            out.append(json.dumps(part.data, ensure_ascii=False, separators=(",", ":")))
-        elif isinstance(part, RefusalPart):
-            out.append(f"(refused) {part.refusal}")
-        # images never get here: the request model refuses them
-    return "\n".join(out)
-
-
-def _item_block(item: InputItem) -> scoring.Block:
-    if isinstance(item, Message):
-        header = item.role if item.phase is None else f"{item.role}, {item.phase}"
-        return scoring.Block(header, parts_text(item.content))
-    if isinstance(item, FunctionCall):
-        name = f"{item.namespace}.{item.name}" if item.namespace else item.name
-        return scoring.Block(f"function_call {name}, call_id {item.call_id}", item.arguments)
-    if item.type == "custom_tool_call":
-        name = f"{item.namespace}.{item.name}" if item.namespace else item.name
-        return scoring.Block(f"custom_tool_call {name}, call_id {item.call_id}", item.input)
-    return scoring.Block(f"{item.type}, call_id {item.call_id}", parts_text(item.output))
-
-
-def input_blocks(value: str | Sequence[InputItem]) -> list[scoring.Block]:
-    """The input as blocks: one headerless text, or one block per item, in order."""
-    if isinstance(value, str):
-        return [scoring.Block("", value)]
-    return [_item_block(item) for item in value]
 
 
 def answer(

@@ -16,9 +16,10 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from service.errors import InvalidRequest, ServiceError
+from service.kinds import JobKind
 from service.ops.telemetry import Metrics
 from service.protocol.base import Metered
-from service.protocol.jobs import JOBS, JobKind, for_every_kind
+from service.protocol.jobs import JOBS, for_every_kind
 from service.queue.base import Job, JobResult
 from service.serving.context import current_tenant
 from service.serving.services import Services

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from service.engine.base import Engine, OptionCall, SpanCall, TokenUsage
-from service.errors import CalibrationMismatch, UnknownCalibration
 from service.protocol import Usage
 from service.protocol.mcq import (
     Calibration,
@@ -32,29 +31,8 @@ from service.protocol.mcq import (
     PhiKind,
 )
 from service.scoring import debias, popprior, prompts
-from service.serving.context import current_tenant
+from service.serving.context import current_tenant, tenant_calibration
 from service.stores.calibrations import CalibrationStore, new_calibration_id
-
-
-async def stored_calibration(
-    store: CalibrationStore,
-    calibration_id: str | None,
-    method: str,
-    ks: Sequence[int],
-    model: str,
-) -> Calibration | None:
-    """The tenant's calibration ``calibration_id`` (None without one), checked against the
-    request's method, K and the served model (422 when it does not fit or does not exist)."""
-    if calibration_id is None:
-        return None
-    cal = await store.get(current_tenant.get(), calibration_id)
-    if cal is None:
-        raise UnknownCalibration(
-            f"no calibration {calibration_id!r} for this tenant; list yours with GET "
-            "/v1/mcq/calibrations"
-        )
-    check_calibration(cal, method, ks, model)
-    return cal
 
 
 class MCQServing:
@@ -82,7 +60,7 @@ class MCQServing:
 
     async def calibration_for(self, opts: MCQOptions, ks: Sequence[int]) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
-        return await stored_calibration(
+        return await tenant_calibration(
             self._calibrations, opts.calibration_id, opts.debias, ks, self._model
         )
 
@@ -264,13 +242,6 @@ class MCQServing:
             priors.append(debias.pride_item_prior(probs[cursor : cursor + item.k]))
             cursor += item.k
         return debias.pride_global_prior(priors)
-
-
-def check_calibration(cal: Calibration, method: str, ks: Sequence[int], model: str) -> None:
-    """422 when a calibration was fitted for another method, K or model."""
-    why = debias.calibration_mismatch(cal.id, (cal.method, cal.k, cal.model), method, ks, model)
-    if why is not None:
-        raise CalibrationMismatch(why)
 
 
 def _debiased(

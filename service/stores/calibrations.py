@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Sequence
 from typing import Protocol
 
 from redis.asyncio import Redis
 
+from service.errors import CalibrationMismatch, UnknownCalibration
 from service.protocol.mcq import Calibration
+from service.scoring.debias import calibration_mismatch
 from service.stores.connection import unavailable
 from service.stores.keys import RedisNames
 
@@ -99,3 +102,28 @@ class RedisCalibrations:
                 pipe.srem(self._names.calibrations(tenant), calibration_id)
                 removed, _ = await pipe.execute()
         return bool(removed)
+
+
+async def fitting(
+    store: CalibrationStore,
+    tenant: str,
+    calibration_id: str | None,
+    method: str,
+    ks: Sequence[int],
+    model: str,
+) -> Calibration | None:
+    """The tenant's calibration ``calibration_id`` (None without one), checked against the
+    request's method, option counts and model: ``UnknownCalibration`` when the tenant has none
+    of that id, ``CalibrationMismatch`` when it was fitted for another (both 422)."""
+    if calibration_id is None:
+        return None
+    cal = await store.get(tenant, calibration_id)
+    if cal is None:
+        raise UnknownCalibration(
+            f"no calibration {calibration_id!r} for this tenant; list yours with GET "
+            "/v1/mcq/calibrations"
+        )
+    why = calibration_mismatch(cal.id, (cal.method, cal.k, cal.model), method, ks, model)
+    if why is not None:
+        raise CalibrationMismatch(why)
+    return cal

@@ -14,7 +14,6 @@ import pytest
 from service.engine.vllm_engine import CPU_BLOCK_SIZE
 from service.protocol.decisions import DecisionRequest
 from service.scoring import decisions as scoring
-from service.serving.decisions import input_blocks, question_spec
 
 TICKET = "I was charged twice for the same subscription renewal. Please refund one charge."
 PREDICATE = {
@@ -53,8 +52,8 @@ def decide(url: str, **body: Any) -> httpx.Response:
 
 def prompts(tokenizer: Any, body: dict[str, Any]) -> scoring.DecisionPrompts:
     req = DecisionRequest.model_validate({"model": "verifier", **body})
-    specs = [question_spec(q) for q in req.questions]
-    return scoring.decision_prompts(tokenizer, input_blocks(req.input), specs)
+    specs = [q.spec() for q in req.questions]
+    return scoring.decision_prompts(tokenizer, req.blocks(), specs)
 
 
 def test_the_openai_sdk_works_unchanged(server: Any) -> None:
@@ -174,7 +173,7 @@ def test_a_label_read_is_the_models_next_token_probability(
     built = prompts(tokenizer, body)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     for i, (answer, q) in enumerate(zip(got, [CHOICE, SCORE], strict=True)):
-        spec = question_spec(DecisionRequest.model_validate({**body, "model": "m"}).questions[i])
+        spec = DecisionRequest.model_validate({**body, "model": "m"}).questions[i].spec()
         with torch.no_grad():
             logits = model(torch.tensor([built.prompt_ids(i)])).logits[0, -1]
         logp = torch.log_softmax(logits.float(), -1)

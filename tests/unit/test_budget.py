@@ -1,4 +1,4 @@
-"""Token budget estimates, the refuse/degrade plan and the quota helpers (serving/budget.py)."""
+"""Token budget estimates, the refuse/degrade plan and the quota helpers (serving/budget/)."""
 
 from __future__ import annotations
 

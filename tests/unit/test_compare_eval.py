@@ -17,6 +17,7 @@ from verifier_client import models
 from service.evals import cli
 from service.evals import compare as ev
 from service.evals.compare import JudgedPair, LabelledPair, PairRead
+from service.evals.report import compare_rows as report_rows
 from service.scoring.bestofn import BestOfNItem, Candidate
 
 SOLVERS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
@@ -250,7 +251,7 @@ def test_the_table_lists_both_accuracies_and_both_costs() -> None:
     pairs = ev.build_pairs(ITEMS, 2)
     report = ev.summarize(judge(pairs, lambda pair, order: 0.9))
     report["wall_s"] = 1.5
-    rows = dict(cli.compare_rows(report))
+    rows = dict(report_rows(report))
     assert rows["accuracy_first_order"] == "0.5000"
     assert rows["position_consistency"] == "0.0000"
     assert rows["total_tokens / pair, both orders"] == "102.0"

@@ -22,8 +22,9 @@ from verifier_client import _retry, models
 
 from service.config import Settings
 from service.evals import bestofn, cli, processbench
-from service.evals.cli import eval_app, fmt, make_table, resolve_data
+from service.evals.cli import eval_app, resolve_data
 from service.evals.common import gather_with_progress, open_client, sum_usage
+from service.evals.report import fmt, make_table
 from service.scoring.bestofn import BestOfNItem, Candidate
 from service.scoring.finite import finite_or_none
 from service.scoring.metrics_eval import ProcessBenchItem, processbench_metric

@@ -10,8 +10,9 @@ from pydantic import ValidationError
 
 from service.app import create_app
 from service.config import QueueSettings, Settings
+from service.kinds import JOB_KINDS, JobKind
 from service.protocol import Metered
-from service.protocol.jobs import JOB_KINDS, JOBS, JobKind, for_every_kind
+from service.protocol.jobs import JOBS, for_every_kind
 from service.queue.base import Job
 
 

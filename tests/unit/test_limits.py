@@ -19,7 +19,8 @@ from service.api.schema import strip_limits
 from service.app import create_app
 from service.config import LimitSettings, Settings
 from service.errors import ServiceError
-from service.protocol.jobs import JOB_KINDS, JOBS, JobKind
+from service.kinds import JOB_KINDS, JobKind
+from service.protocol.jobs import JOBS
 from service.protocol.limits import LimitKind
 from tests.support.apps import app_with_worker
 from tests.support.fakes import FakeEngine

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtests.profile_split import layer_of, report, split
+from loadtests.experiments.profile_split import layer_of, report, split
 
 SERVE = 'process 9:"python -m loadtests.mixed_load";process 10:"python -m service.cli serve"'
 

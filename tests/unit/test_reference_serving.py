@@ -16,6 +16,7 @@ from service.protocol import OutcomeRequest, ProcessRequest, ScoreRequest
 from service.protocol.reward import RewardRequest
 from service.scoring import prompts
 from service.serving import budget
+from service.serving.budget.text import REFERENCE_OVERHEAD
 from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.rules import RuleVerifier
@@ -175,7 +176,7 @@ def test_the_budget_charges_the_rule_nothing_and_bounds_hybrid_by_the_model() ->
     assert budget.estimate("outcome", rule).total == 0
     assert budget.estimate("outcome", hybrid) == budget.estimate("outcome", model)
     extra = budget.estimate("outcome", model).total - budget.estimate("outcome", plain).total
-    assert extra == budget.REFERENCE_OVERHEAD + budget.estimate_text_tokens(REF)
+    assert extra == REFERENCE_OVERHEAD + budget.estimate_text_tokens(REF)
     reward = RewardRequest(query=["q\n###\na"], labels=["72"], verifier="rule")
     assert budget.estimate("reward", reward).total == 0
 

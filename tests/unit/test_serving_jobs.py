@@ -12,8 +12,9 @@ import pytest
 from pydantic import ValidationError
 
 from service.errors import EngineFailure, EngineUnavailable
+from service.kinds import JOB_KINDS, JobKind
 from service.protocol import OutcomeRequest, ProcessRequest, Usage
-from service.protocol.jobs import JOB_KINDS, JOBS, JobKind
+from service.protocol.jobs import JOBS
 from service.protocol.mcq import MCQAnswerRequest
 from service.queue.base import Job, JobResult, new_job_id
 from service.scoring import prompts

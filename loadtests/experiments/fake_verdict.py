@@ -11,18 +11,17 @@ For the first ``--pairs`` (question, candidate) pairs of gsm8k/example_model_sol
 Prints mean |delta logit| of inside and outside against base, per forced label, and the share
 of pairs where the fenced copy moved the score less than the unfenced one.
 
-    verifier bench fake-verdict --pairs 32        # or: python loadtests/fake_verdict.py
+    python -m loadtests.experiments.fake_verdict --pairs 32
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from loadtests import bench
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import VLLMEngine
@@ -77,14 +76,13 @@ async def measure(pairs: int) -> dict[str, Any]:
 
 
 async def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = bench.parser("fake_verdict", __doc__)
     p.add_argument("--pairs", type=int, default=32)
-    p.add_argument("--output", type=Path, default=Path("out/bench/fake_verdict.json"))
     args = p.parse_args()
-    result = await measure(args.pairs)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    rec = bench.record("fake_verdict", args, {"pairs": args.pairs})
+    rec.results = await measure(2 if args.smoke else args.pairs)
+    print(json.dumps(rec.results, indent=2))
+    bench.write(rec, args)
 
 
 if __name__ == "__main__":

@@ -1,41 +1,20 @@
-"""Token budgets: estimate what a request will cost before it runs, and plan around a limit.
+"""Estimates: the tokens and engine calls a request of each job kind is expected to use.
 
-Pure: no I/O, no engine, no tokenizer. The estimate follows the engine calls each endpoint
-makes (see ``service/serving``):
-
-- direct judgment: 1 call, the prompt plus 1 generated token (the verdict slot);
-- reasoning judgment, per sample: a rationale call (the prompt, up to ``reasoning_tokens``
-  generated) then a verdict call (prompt + rationale as prompt, 1 generated);
-- process, direct/reasoning: one judgment per step k on a prompt holding steps 1..k;
-- process, single_pass: one prefill of the whole conversation, 1 generated;
-- model split: one copy call (the response as prompt, about 1.25x the response generated);
-- decision: one label read per question and cyclic order, each on the input plus that
-  question; in reasoning mode a thought call before each read, per sample;
-- compare: one letter read per order shown (pairwise: every pair, in both orders by default;
-  listwise: every cyclic order by default), each on the question and the responses shown; with
-  reasoning_tokens a written comparison before each read, per sample.
-
-It is an upper-ish bound for realistic text, not a guarantee: operators reconcile quotas with
-the ``actual`` usage recorded after the run (``service.stores.auth.settle``).
-
-Example:
-    >>> from service.protocol import OutcomeRequest
-    >>> req = OutcomeRequest(question="What is 2+2?", response="4")
-    >>> estimate("outcome", req)
-    Estimate(total=169, prompt=168, generated=1, calls=1)
+Every estimator follows the engine calls its family makes (the list in ``budget/__init__``) and
+reads only the request: its texts through ``text.estimate_text_tokens``, its orders and passes
+through the pure scoring and protocol code.
 """
 
 from __future__ import annotations
 
 import math
-import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic import BaseModel
 
-from service.errors import BudgetTooSmall
+from service.kinds import JobKind
 from service.protocol import (
     OutcomeRequest,
     ProcessRequest,
@@ -47,7 +26,7 @@ from service.protocol import (
 from service.protocol.audit import AuditRequest, PopMCQRequest
 from service.protocol.compare import CompareRequest, CompareSpec
 from service.protocol.decisions import DecisionRequest
-from service.protocol.jobs import JOBS, JobKind, for_every_kind
+from service.protocol.jobs import JOBS, for_every_kind
 from service.protocol.mcq import (
     CalibrationRequest,
     MCQAnswerRequest,
@@ -59,120 +38,30 @@ from service.protocol.pooling import ClassifyRequest, PoolingRequest
 from service.protocol.reward import RewardRequest
 from service.scoring import splitting
 from service.scoring.compare import read_orders
-from service.scoring.decisions import QuestionSpec, content_free
-from service.serving.decisions import THOUGHT_TAIL, input_blocks, passes, question_spec
-
-__all__ = [
-    "OUTCOME_OVERHEAD",
-    "PROCESS_OVERHEAD",
-    "PROCESS_STEP_OVERHEAD",
-    "SINGLE_PASS_OVERHEAD",
-    "MCQ_OVERHEAD",
-    "MCQ_OPTION_OVERHEAD",
-    "POPULARITY_OVERHEAD",
-    "SINGLE_PASS_STEP_OVERHEAD",
-    "SPLIT_COPY_EXTRA",
-    "SPLIT_COPY_RATIO",
-    "SPLIT_OVERHEAD",
-    "POOLING_CHAT_OVERHEAD",
-    "REFERENCE_OVERHEAD",
-    "ZERO",
-    "ESTIMATORS",
-    "BudgetPlan",
-    "Estimate",
-    "estimate",
-    "estimate_text_tokens",
-    "plan",
-    "split_copy_tokens",
-]
-
-# --- text -> tokens without a tokenizer ------------------------------------------------------
-#
-# Why not plain bytes/3: the default model (SmolLM2, Llama-style byte-level BPE) encodes every
-# digit as its own token, and math text is dense in digits and symbols. Measured on the 7,914
-# questions and solutions of gsm8k/example_model_solutions.jsonl it averages 2.5 bytes/token,
-# so bytes/3 under-counts 80% of them. Counting by character class instead:
-#   ASCII digit            1 token  (always a token of its own)
-#   ASCII punctuation      1 token  (merges such as "..." only make the real count smaller)
-#   non-ASCII              1 token per 2 UTF-8 bytes (CJK is about 1.5 tokens a character)
-#   ASCII letters, spaces  1 token per 3 bytes (English words are about 4-5 bytes a token)
-# On that data set the estimate is 1.21x the real count overall (0.91x .. 1.86x per text);
-# the fixed overheads below absorb the few texts a little under. Adversarial text (random
-# mixed-case letters) can still exceed it: only the byte count bounds byte-level BPE, and the
-# `actual` usage recorded after the run settles the difference.
-DIGIT_TOKENS_PER_CHAR: Final = 1
-PUNCT_TOKENS_PER_CHAR: Final = 1
-NON_ASCII_BYTES_PER_TOKEN: Final = 2
-ASCII_TEXT_BYTES_PER_TOKEN: Final = 3
-
-_DIGITS: Final = string.digits.encode()
-_PUNCT: Final = string.punctuation.encode()
-
-# --- fixed prompt overheads (system text, instructions, fences, chat template) -----------------
-#
-# Measured upper bounds for the default model's chat template (rendered with empty texts), with
-# a little headroom. Operators running another template rely on the `actual` tokens recorded
-# after the run; these only size the up-front estimate.
-OUTCOME_OVERHEAD: Final = 160  # measured 148 direct, 157 reasoning (incl. "\nVerdict: ")
-PROCESS_OVERHEAD: Final = 160  # without step blocks; measured 134 direct, 148 reasoning
-PROCESS_STEP_OVERHEAD: Final = 16  # "<step k>\n...\n</step k>" per step; measured <= 15
-SINGLE_PASS_OVERHEAD: Final = 150  # system + question fence; measured 112
-MCQ_OVERHEAD: Final = 80  # system, "Question: ", task line, "Answer:"; measured 70
-MCQ_OPTION_OVERHEAD: Final = 4  # "A. " and the newline; measured 4
-POPULARITY_OVERHEAD: Final = 4  # "Answer:" before an option text; measured 2
-CONTENT_FREE_INPUTS: Final = 3  # contextual calibration's content-free prompts
-AUDIT_OVERHEAD: Final = 130  # system, C.2 instruction, "ANSWER:"; measured <= 107
-TAG_OVERHEAD: Final = 150  # tagger system, trace tags, one label question, "Label: "; measured 128
-SINGLE_PASS_STEP_OVERHEAD: Final = 40  # user turn + step fence + "Verdict: 1"; measured <= 30
-SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
-# /classify and /pooling chats: the template's role markers per message (the default model's
-# default system text counted once in the first); measured 5 per turn, 36 for the first.
-POOLING_CHAT_OVERHEAD: Final = 40
-DECISION_OVERHEAD: Final = 70  # system, input fence, chat template, "Answer:"; measured 58
-DECISION_ITEM_OVERHEAD: Final = 8  # an input item's "[role]" header and blank line; measured 5
-DECISION_QUESTION_OVERHEAD: Final = 40  # "Question:", task lines; measured <= 36
-# /v1/judge/compare: system, question fence, task, chat template, "Answer:"; per response shown
-# its lettered fence and blank line.
-COMPARE_OVERHEAD: Final = 130  # measured 106 direct, 122 with reasoning_tokens
-COMPARE_RESPONSE_OVERHEAD: Final = 14  # measured 12 (2 to 26 responses)
-DECISION_OPTION_OVERHEAD: Final = 8  # "A. ", newline, " (...)" of a description; measured <= 7
-# With a reference: the longer system text, the reference fence (and a criteria fence and
-# note), on top of the text's own tokens.
-REFERENCE_OVERHEAD: Final = 100  # measured 61, 86 with criteria (outcome and process)
-# The copy call's max_tokens (serving/process.py): the copy, its markers and an echoed fence.
-SPLIT_COPY_RATIO: Final = 1.25
-SPLIT_COPY_EXTRA: Final = 64
-
-
-def split_copy_tokens(response_tokens: int) -> int:
-    """max_tokens of the model split's copy of a response of ``response_tokens`` tokens."""
-    return int(response_tokens * SPLIT_COPY_RATIO) + SPLIT_COPY_EXTRA
-
-
-def estimate_text_tokens(text: str) -> int:
-    """Upper-ish token count of `text` for the default model (see the ratios above).
-
-    Monotone: appending text never lowers the estimate.
-
-    Example:
-        >>> estimate_text_tokens("12 + 30 = 42")
-        10
-    """
-    ascii_bytes = text.encode("ascii", "ignore")
-    non_ascii = len(text.encode()) - len(ascii_bytes)
-    no_digits = ascii_bytes.translate(None, _DIGITS)
-    plain = no_digits.translate(None, _PUNCT)
-    digits = len(ascii_bytes) - len(no_digits)
-    punct = len(no_digits) - len(plain)
-    return (
-        digits * DIGIT_TOKENS_PER_CHAR
-        + punct * PUNCT_TOKENS_PER_CHAR
-        + math.ceil(non_ascii / NON_ASCII_BYTES_PER_TOKEN)
-        + math.ceil(len(plain) / ASCII_TEXT_BYTES_PER_TOKEN)
-    )
-
-
-# --- estimates -----------------------------------------------------------------------------
+from service.scoring.decisions import THOUGHT_TAIL, QuestionSpec, content_free
+from service.serving.budget.text import (
+    AUDIT_OVERHEAD,
+    COMPARE_OVERHEAD,
+    COMPARE_RESPONSE_OVERHEAD,
+    DECISION_ITEM_OVERHEAD,
+    DECISION_OPTION_OVERHEAD,
+    DECISION_OVERHEAD,
+    DECISION_QUESTION_OVERHEAD,
+    MCQ_OPTION_OVERHEAD,
+    MCQ_OVERHEAD,
+    OUTCOME_OVERHEAD,
+    POOLING_CHAT_OVERHEAD,
+    POPULARITY_OVERHEAD,
+    PROCESS_OVERHEAD,
+    PROCESS_STEP_OVERHEAD,
+    REFERENCE_OVERHEAD,
+    SINGLE_PASS_OVERHEAD,
+    SINGLE_PASS_STEP_OVERHEAD,
+    SPLIT_OVERHEAD,
+    TAG_OVERHEAD,
+    estimate_text_tokens,
+    split_copy_tokens,
+)
 
 
 @dataclass(frozen=True)
@@ -465,20 +354,20 @@ def _decision(req: DecisionRequest) -> Estimate:
     """One read per question and cyclic order, each prompt the shared input plus the question
     (reasoning: per sample a thought, then the read); contextual debiasing without a
     calibration adds its content-free reads per K."""
-    blocks = input_blocks(req.input)
+    blocks = req.blocks()
     shared = DECISION_OVERHEAD + sum(
         DECISION_ITEM_OVERHEAD * bool(b.header) + estimate_text_tokens(f"{b.header} {b.text}")
         for b in blocks
     )
     total = ZERO
     for q in req.questions:
-        spec = question_spec(q)
+        spec = q.spec()
         prompt = _decision_prompt(shared, spec)
         read = Estimate.of(prompt, 1, 1)
         if req.mode == "reasoning":  # a thought, then the read re-reads prompt + thought
             r = req.reasoning_tokens
             read = Estimate.of(prompt + prompt + r + THOUGHT_TAIL, r + 1, 2).times(req.samples)
-        total += read.times(passes(spec, req.permutations))
+        total += read.times(spec.passes(req.permutations))
     if req.debias == "contextual" and req.calibration_id is None:
         for k in sorted(set(req.choice_counts)):
             for block, spec in content_free(k):
@@ -572,86 +461,3 @@ def estimate(kind: JobKind, req: BaseModel) -> Estimate:
     if not isinstance(req, cls):
         raise TypeError(f"a {kind!r} estimate needs a {cls.__name__}, got {type(req).__name__}")
     return ESTIMATORS[kind](req)
-
-
-# --- budget policy -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BudgetPlan:
-    """What to run: `request` (the original or a degraded copy) and its estimate."""
-
-    request: BaseModel
-    estimate: Estimate
-    degraded: bool
-    note: str | None
-
-
-def _degradable(req: BaseModel) -> bool:
-    """Whether lowering to direct with one sample would change (and cheapen) the request."""
-    if isinstance(req, CompareRequest):
-        return req.reasoning
-    return getattr(req, "mode", None) == "reasoning" or getattr(req, "samples", 1) > 1
-
-
-def _degrade(req: BaseModel) -> BaseModel:
-    if isinstance(req, CompareRequest):
-        return req.degraded()
-    # Re-validated (not model_copy) so the model validators check the lowered request too.
-    return type(req).model_validate({**req.model_dump(), "mode": "direct", "samples": 1})
-
-
-def _refusal(kind: JobKind, req: BaseModel, est: int, limit: int) -> BudgetTooSmall:
-    fixes = [f"raise max_eval_tokens to at least {est}"]
-    if _degradable(req):
-        fixes += ["set budget_policy='degrade' (reasoning lowered to direct, one sample)"]
-        fixes += ["lower reasoning_tokens or samples"]
-    else:
-        fixes += ["shorten the texts"]
-        if kind in ("score", "rerank"):
-            fixes += ["send fewer documents"]
-        compare = kind == "compare" or getattr(req, "method", None) == "compare"
-        if getattr(req, "mode", None) == "direct" and kind != "outcome" and not compare:
-            fixes += ["use mode='single_pass' for the process part (one call per response)"]
-    return BudgetTooSmall(
-        f"estimated {est} tokens for this {kind} request, over max_eval_tokens={limit}; "
-        + ", or ".join(fixes),
-        estimate=est,
-        limit=limit,
-    )
-
-
-def _degraded_plan(kind: JobKind, req: BaseModel, before: int, limit: int) -> BudgetPlan:
-    lowered = _degrade(req)
-    after = estimate(kind, lowered)
-    if after.total > limit:
-        raise BudgetTooSmall(
-            f"estimated {before} tokens for this {kind} request, still {after.total} with "
-            f"reasoning lowered to direct, over max_eval_tokens={limit}; raise max_eval_tokens "
-            f"to at least {after.total} or shorten the texts",
-            estimate=after.total,
-            limit=limit,
-        )
-    note = (
-        f"reasoning lowered to direct to fit max_eval_tokens={limit} "
-        f"(estimate {before} -> {after.total})"
-    )
-    return BudgetPlan(request=lowered, estimate=after, degraded=True, note=note)
-
-
-def plan(kind: JobKind, req: BaseModel) -> BudgetPlan:
-    """Check `req` against its ``max_eval_tokens``; degrade it or raise ``BudgetTooSmall``.
-
-    - no limit, or the estimate fits: the request as is;
-    - over, ``budget_policy='degrade'`` and reasoning (or samples > 1): a copy in direct mode
-      with one sample, if that fits (else ``BudgetTooSmall``);
-    - over otherwise: ``BudgetTooSmall`` (422 budget_too_small).
-    """
-    est = estimate(kind, req)
-    # getattr: the fields live on the request models' BudgetOptions; tolerate models without.
-    limit: int | None = getattr(req, "max_eval_tokens", None)
-    if limit is None or est.total <= limit:
-        return BudgetPlan(request=req, estimate=est, degraded=False, note=None)
-    if getattr(req, "budget_policy", "refuse") == "degrade" and _degradable(req):
-        return _degraded_plan(kind, req, est.total, limit)
-    raise _refusal(kind, req, est.total, limit)

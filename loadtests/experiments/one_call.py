@@ -7,22 +7,20 @@ how the one-request path ended each judgment (engine calls, rationale finish), t
 |delta logit| and how many rationales, finishes and token counts were identical; then
 judgments/s of closed-loop clients through each path, rounds alternating.
 
-    verifier bench one-call           # 16 questions x 4 solutions, 8 clients, 3 rounds
-    verifier bench one-call --smoke   # 2 questions, 1 round
+    python -m loadtests.experiments.one_call           # 16 questions x 4 solutions, 8 clients, 3 rounds
+    python -m loadtests.experiments.one_call --smoke   # 2 questions, 1 round
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
-from loadtests.harness import ROOT
+from loadtests import bench
 from loadtests.workload import load_pairs
 from service.config import Settings
 from service.engine.base import GenerateCall, GenerateResult, JudgeCall, JudgeResult
@@ -99,15 +97,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = bench.parser("one_call", __doc__)
     ap.add_argument("--questions", type=int, default=16, help="GSM8K questions (x4 solutions)")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3, help="closed-loop rounds, order alternating")
-    ap.add_argument("--smoke", action="store_true", help="2 questions, 1 round")
-    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bench")
     args = ap.parse_args()
+    rec = bench.record("one_call", args, vars(args) | {"out": str(args.out)})
     if args.smoke:
         args.questions, args.rounds = 2, 1
     result = asyncio.run(run(args))
@@ -125,10 +120,8 @@ def main() -> None:
             f"  round {k}, {args.clients} clients: one request {rates['one']:.2f} judgments/s, "
             f"two {rates['two']:.2f} (one / two {rates['one'] / rates['two']:.3f})"
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / ("one_call_smoke.json" if args.smoke else "one_call.json")
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {path}")
+    rec.results = result
+    bench.write(rec, args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,187 @@
+"""How eval results print: table cells, tables and the rows of each eval's result, and the
+strict JSON writer. Pure formatting of the result dicts the evals return."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console
+from rich.table import Table
+
+POPMCQ_COLUMNS: Final = ("n", "accuracy", "rho", "rho_relative", "hpsr", "pop_gap", "confidence")
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """A table cell: floats with `digits` decimals, None as n/a."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def make_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    """A table with the first column left-justified (names) and the rest right-justified."""
+    table = Table(*header, box=None, pad_edge=False)
+    for column in table.columns[1:]:
+        column.justify = "right"
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def print_table(table: Table) -> None:
+    """Print `table` to stdout; into a pipe or a file at its natural width, never wrapped."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.measure(table).maximum, 1))
+    console.print(table)
+
+
+def token_rows(usage: dict[str, int]) -> list[tuple[str, str]]:
+    """Rows of the token split."""
+    names = ("total_tokens", "prompt_tokens", "generated_tokens", "cached_tokens", "engine_calls")
+    return [(name, fmt(usage.get(name, 0))) for name in names]
+
+
+def processbench_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Table rows of a ProcessBench result (accuracies and F1 in percent)."""
+    metric = result["metric"]
+    rows = [(name, fmt(metric[name])) for name in ("f1", "acc_err", "acc_corr")]
+    rows += [
+        ("n_err", fmt(metric["n_err"])),
+        ("n_corr", fmt(metric["n_corr"])),
+        ("n_failed", fmt(result["n_failed"])),
+        ("wall_s", fmt(result["wall_s"])),
+    ]
+    return rows + token_rows(result["usage"])
+
+
+def bestofn_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Table rows of a Best-of-N result (accuracies as fractions)."""
+    names = ("selection_accuracy", "random_accuracy", "first_accuracy", "oracle_accuracy")
+    rows = [(name, fmt(result[name], 4)) for name in names]
+    rows += [
+        ("n_items", fmt(result["n_items"])),
+        ("n_failed", fmt(result["n_failed"])),
+        ("wall_s", fmt(result["wall_s"])),
+    ]
+    return rows + token_rows(result["eval_tokens"])
+
+
+def write_json(path: Path, result: dict[str, Any]) -> None:
+    """Write `result` as strict JSON (no NaN), creating the parent folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+
+
+def compare_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Table rows of a pairwise comparison result (accuracies and rates as fractions)."""
+    names = (
+        "accuracy_debiased",
+        "accuracy_first_order",
+        "position_consistency",
+        "first_position_rate",
+    )
+    rows = [(name, fmt(result[name], 4)) for name in names]
+    rows += [
+        ("n_pairs", fmt(result["n_pairs"])),
+        ("n_questions", fmt(result["n_questions"])),
+        ("n_failed", fmt(result["n_failed"])),
+        ("wall_s", fmt(result["wall_s"])),
+    ]
+    for cost, label in (("swap", "both orders"), ("one_order", "one order (half)")):
+        per = result["tokens_per_pair"][cost]
+        rows += [(f"{k} / pair, {label}", fmt(per[k], 1)) for k in per]
+    return rows + token_rows(result["eval_tokens"])
+
+
+def reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Table rows of a verification result: per verifier, its metrics and costs."""
+    rows: list[tuple[str, str]] = []
+    for name, r in result["verifiers"].items():
+        metrics = ("n", "decided_share", "decided_by_rule_share", "accuracy", "precision", "recall")
+        rows += [(f"{name} {m}", fmt(r[m], 4)) for m in metrics]
+        rows += [(f"{name} reason {k}", fmt(v)) for k, v in sorted(r["reasons"].items())]
+        rows += [
+            (f"{name} disagreements", fmt(r["n_disagreements"])),
+            (
+                f"{name} engine calls, tokens per judgment",
+                f"{fmt(r['engine_calls_per_judgment'], 3)}, {fmt(r['tokens_per_judgment'], 1)}",
+            ),
+            (f"{name} judgments / s", fmt(r["checks_per_s"], 1)),
+        ]
+    return rows
+
+
+def mcq_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Per method: accuracy, chance, RStd, cost per item and the letters it picks."""
+    rows = [
+        ("items (calibration held out)", f"{result['n_scored']} (+{result['n_calibration']})"),
+        ("skipped rows", fmt(len(result["skipped"]))),
+    ]
+    for name, m in result["methods"].items():
+        rows += [
+            (f"{name} accuracy", fmt(m["accuracy"], 4)),
+            (f"{name} chance", fmt(m["chance"], 4)),
+            (f"{name} RStd", fmt(m["rstd"])),
+            (f"{name} forward passes / item", fmt(m["forward_passes_per_item"], 3)),
+            (f"{name} tokens / item", fmt(m["tokens_per_item"], 1)),
+            (
+                f"{name} picks",
+                " ".join(f"{k}:{v:.2f}" for k, v in m["selection_rates"].items()),
+            ),
+        ]
+        if "lambda" in m.get("fit", {}):
+            rows.append((f"{name} lambda", lambda_line(m["fit"])))
+    return rows
+
+
+def lambda_line(fit: dict[str, Any]) -> str:
+    """``0.000 (raw -0.746, clipped; question_free)``: the applied lambda and how it was fitted."""
+    clipped = ", clipped" if fit.get("clipped") else ""
+    return (
+        f"{fmt(fit['lambda'], 3)} (raw {fmt(fit.get('lambda_raw'), 3)}{clipped}; "
+        f"{fit.get('lambda_fit')})"
+    )
+
+
+def popmcq_grid(result: dict[str, Any]) -> Table:
+    table = result["table"]
+    rows = []
+    for strategy in next(iter(table.values())):
+        for method, cells in table.items():
+            cell = cells[strategy]
+            rows.append([f"{strategy} {method}", *(fmt(cell[c]) for c in POPMCQ_COLUMNS)])
+    return make_table(["strategy debias", *POPMCQ_COLUMNS], rows)
+
+
+def choices_only_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    s = result["summary"]
+    rows = [("items", fmt(result["n_items"])), ("skipped rows", fmt(len(result["skipped"])))]
+    for cond, c in s["conditions"].items():
+        rows.append(
+            (f"{cond} accuracy (chance)", f"{fmt(c['accuracy'], 3)} ({fmt(c['chance'], 3)})")
+        )
+        if c.get("parse_failure_rate") is not None:
+            rows.append((f"{cond} parse failures", fmt(c["parse_failure_rate"], 3)))
+            rows.append((f"{cond} letter vs ANSWER line disagree", fmt(c["disagreement_rate"], 3)))
+        rows.append(
+            (f"{cond} tokens / item", fmt(result["tokens_per_item_by_condition"].get(cond), 1))
+        )
+    for mode, e in s["reasoning_effect"].items():
+        rows.append(
+            (
+                f"{mode}: reason - base (McNemar p)",
+                f"{fmt(e['delta'], 3)} (p={fmt(e['p_value'], 3)})",
+            )
+        )
+        rows.append((f"{mode}: answer retention", fmt(e["retention"], 3)))
+    rows.append(
+        (f"artifacts (choices-only p >= {s['artifact_threshold']})", fmt(len(s["artifacts"])))
+    )
+    rows.append(("items / s", fmt(result["items_per_s"], 3)))
+    return rows
