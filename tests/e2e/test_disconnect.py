@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
 
 # Sampled rationales at the largest budget: minutes of decoding on a CPU if left to run.
 LONG = {
@@ -27,6 +27,7 @@ LONG = {
 }
 INFLIGHT = "verifier_worker_inflight_jobs"
 ENGINE_RUNNING = "vllm:num_requests_running"
+GENERATED = "vllm:generation_tokens"
 CANCELLED = "verifier_jobs_cancelled"
 BUDGET = "verifier_budget_tokens"
 
@@ -72,7 +73,17 @@ def test_a_client_that_hangs_up_frees_the_engine(server: Any) -> None:
     def engine_busy() -> float | None:
         return metric(url, ENGINE_RUNNING)
 
+    # The session's server is shared: measure this job alone, once what earlier tests left
+    # running (a timed-out call's job runs to its end) has finished.
+    wait_for(lambda: metric(url, INFLIGHT) == 0 and not engine_busy(), 90.0)
+
+    def generated() -> float:
+        # inf where the engine exposes no token counter: nothing to wait for
+        found = metric(url, GENERATED)
+        return float("inf") if found is None else found
+
     cancelled_before = metric(url, CANCELLED, reason="client_disconnect") or 0.0
+    generated_before = generated()
     granted_before = metric(url, BUDGET, result="granted") or 0.0
     spent_before = metric(url, BUDGET, result="spent") or 0.0
     sent = time.monotonic()
@@ -81,6 +92,11 @@ def test_a_client_that_hangs_up_frees_the_engine(server: Any) -> None:
         wait_for(lambda: (metric(url, INFLIGHT) or 0) >= 1, 5.0)  # the job is running
         # ... and its requests reached the engine (when vLLM exposes its gauge).
         wait_for(lambda: (metric(url, ENGINE_RUNNING) or 0) >= 1 or engine_busy() is None, 5.0)
+        # ... and they are decoding: the prefill of 16 samples is done. vLLM aborts between
+        # steps, so a hang-up during that one long step (long in float32 on 2 cores) would
+        # measure the step, not the abort; a rationale left to run is all decode steps.
+        decoding = wait_for(lambda: generated() >= generated_before + 16, 30.0)
+        print(f"decoding {decoding:.2f} s after the running requests were seen")  # noqa: T201
         time.sleep(max(0.0, 0.3 - (time.monotonic() - sent)))
         engine_busy_at_close = engine_busy()
     finally:
