@@ -24,7 +24,7 @@ import argparse
 import asyncio
 from typing import Final
 
-from loadtests import bench, phases
+from loadtests import bench, harness, phases
 from loadtests.workload import Pair, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
@@ -86,7 +86,7 @@ async def one_run(
                 rates[mode] = await phases.vllm_phase(url, ids, labels, work, conc, warm)
         else:
             env = {"VERIFIER_ENGINE__ENFORCE_EAGER": "false"} if args.compiled else {}
-            with phases.service(args.out / "service.log", env, args.url) as url:
+            with harness.service(args.url, args.out / "service.log", env) as (url, _):
                 rates[mode] = await phases.service_phase(url, work, conc, warm)
     rates = {k: rates[k] for k in NAMES if k in rates}  # the table's order, whatever ran first
     for name, base, _ in RATIOS:

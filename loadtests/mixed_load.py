@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Final
 
-from loadtests import bench, phases
+from loadtests import bench, harness, phases
 from loadtests.workload import Pair, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
@@ -175,7 +175,7 @@ async def run_ours(
     env = {"VERIFIER_ENGINE__ONE_CALL_REASONING": "false"} if two_requests else {}
     log = args.out / f"mixed_service{'_2req' if two_requests else ''}_{run}.log"
     url = None if two_requests else args.url
-    with phases.service(log, env, url) as base:
+    with harness.service(url, log, env) as (base, _):
         async with phases.client(base, plan.reasoning_clients + 1) as client:
 
             async def direct(pair: Pair) -> None:

@@ -28,7 +28,7 @@ from typing import Final
 
 import httpx
 
-from loadtests import bench, phases
+from loadtests import bench, harness, phases
 from loadtests.workload import Pair, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
@@ -46,7 +46,7 @@ def servers(args: argparse.Namespace, settings: Settings, model: str) -> Iterato
         return
     with phases.vllm_server(settings, model, args.out / "remote_vllm.log", dev_mode=True) as v:
         env = {"VERIFIER_ENGINE__BACKEND": "openai", "VERIFIER_ENGINE__OPENAI__BASE_URL": v}
-        with phases.service(args.out / "remote_service.log", env) as ours:
+        with harness.service(None, args.out / "remote_service.log", env) as (ours, _):
             yield v, ours
 
 
