@@ -316,7 +316,7 @@ def workload(settings: Settings, plan: Plan) -> Work:
 
 
 def parse_args() -> argparse.Namespace:
-    ap = bench.parser(NAME, __doc__, runs=3)
+    ap = bench.parser(NAME, __doc__, runs=3, smoke=SMOKE)
     ap.add_argument(
         "--servers",
         default="ours,vllm",
@@ -343,10 +343,7 @@ def parse_args() -> argparse.Namespace:
         help="tokens a vLLM reasoning judgment generates; default: the service's mean in the "
         "same run (the budget when vllm runs alone)",
     )
-    args = ap.parse_args()
-    if args.smoke:  # the smoke's defaults: options given explicitly still win
-        ap.set_defaults(**SMOKE)
-        args = ap.parse_args()
+    args = ap.parse()
     if args.runs < 1:
         ap.error("--runs: at least 1")
     servers = set(args.servers.split(","))

@@ -165,15 +165,12 @@ def print_table(rows: dict[str, dict[str, Any]], full: int, items: int, conc: in
 
 
 def parse_args() -> argparse.Namespace:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke=SMOKE)
     ap.add_argument("--limit", type=int, default=400)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--arms", default=",".join(ARMS), help=f"a comma list of {', '.join(ARMS)}")
     ap.add_argument("--url", help="a running service for direct and single_pass; none: start one")
-    args = ap.parse_args()
-    if args.smoke:  # the smoke's defaults: options given explicitly still win
-        ap.set_defaults(**SMOKE)
-        args = ap.parse_args()
+    args = ap.parse()
     args.arms = [a for a in ARMS if a in args.arms.split(",")]
     if not args.arms:
         ap.error(f"--arms: a comma list of {', '.join(ARMS)}")
