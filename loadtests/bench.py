@@ -1,14 +1,15 @@
 """What every benchmark shares: its command line, free ports, rotated rounds, medians, and the
 result record that makes a published figure traceable to a commit and a machine.
 
-A benchmark builds its parser with :func:`parser` (``--out DIR``, ``--smoke``, ``--runs``),
+A benchmark builds its parser with :func:`parser` (``--out DIR``, ``--smoke`` with its values,
+``--runs``),
 writes one :class:`Record` with :func:`write` (``<out>/<name>.json``; ``<name>.smoke.json`` in
 smoke mode, so a smoke run never overwrites a published result) and prints its ratios. Every
 record holds the date, the commit (and whether the tree was dirty), the machine (CPU model,
 cores, the x86 flags that decide bf16 speed), the engine dtype the run resolved and argv.
 
 Example:
-    >>> args = parser("queue_latency", __doc__).parse_args(["--smoke"])  # doctest: +SKIP
+    >>> args = parser("queue_latency", __doc__, smoke={"jobs": 4}).parse(["--smoke"])  # doctest: +SKIP
     >>> rec = record("queue_latency", args, config={"jobs": 20})  # doctest: +SKIP
     >>> rec.results["p50_ms"] = 3.1  # doctest: +SKIP
     >>> write(rec, args)  # doctest: +SKIP
@@ -68,13 +69,42 @@ class Record(BaseModel):
     results: dict[str, Any] = Field(default_factory=dict)
 
 
-def parser(name: str, doc: str | None, *, runs: int | None = None) -> argparse.ArgumentParser:
-    """A benchmark's parser with the shared options: ``--out DIR``, ``--smoke`` and, when the
-    benchmark repeats its measurement, ``--runs N`` (default ``runs``)."""
-    p = argparse.ArgumentParser(
+class Parser(argparse.ArgumentParser):
+    """A benchmark's parser; ``parse`` applies its smoke mode's values when ``--smoke`` is given."""
+
+    def __init__(self, *args: Any, smoke: Mapping[str, Any] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.smoke = dict(smoke or {})
+
+    def parse(self, argv: Sequence[str] | None = None) -> argparse.Namespace:
+        """Parse ``argv``; with ``--smoke`` the smoke's values replace the defaults, so options
+        given explicitly still win."""
+        args = self.parse_args(argv)
+        if not (args.smoke and self.smoke):
+            return args
+        saved = {dest: self.get_default(dest) for dest in self.smoke}
+        self.set_defaults(**self.smoke)
+        try:
+            return self.parse_args(argv)
+        finally:
+            self.set_defaults(**saved)
+
+
+def parser(
+    name: str,
+    doc: str | None,
+    *,
+    runs: int | None = None,
+    smoke: Mapping[str, Any] | None = None,
+) -> Parser:
+    """A benchmark's parser with the shared options: ``--out DIR``, ``--smoke`` (whose values
+    are ``smoke``: seconds, the mechanics, not figures) and, when the benchmark repeats its
+    measurement, ``--runs N`` (default ``runs``)."""
+    p = Parser(
         prog=f"verifier bench {name.replace('_', '-')}",
         description=doc,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        smoke=smoke,
     )
     p.add_argument(
         "--out", type=Path, default=OUT, help=f"Folder of the result record (default {OUT})."

@@ -260,7 +260,12 @@ async def run(
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = bench.parser(NAME, __doc__, runs=3)
+    ap = bench.parser(
+        NAME,
+        __doc__,
+        runs=3,
+        smoke={"prompts": 2, "completions": 4, "runs": 1},  # 2 x 4: seconds
+    )
     ap.add_argument("--url", help="a running service; none: start one `verifier serve` here")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per step (P)")
     ap.add_argument("--completions", type=int, default=16, help="completions per prompt (G)")
@@ -274,9 +279,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--data", type=Path, help="GSM8K example solutions (JSONL)")
     ap.add_argument("--timeout", type=float, default=900.0, help="per call (s)")
-    args = ap.parse_args(argv)
-    if args.smoke:  # 2 x 4, one run: seconds
-        args.prompts, args.completions, args.runs = 2, 4, 1
+    args = ap.parse(argv)
     if min(args.prompts, args.completions, args.runs, args.concurrency) < 1:
         ap.error("--prompts, --completions, --runs and --concurrency must be >= 1")
     return args

@@ -421,20 +421,24 @@ def vllm_openai_server(
 
 
 @contextlib.contextmanager
-def service(url: str | None, log: Path) -> Iterator[tuple[str, int | None]]:
-    """``url`` (a running service), or one ``verifier serve`` started here until the block
-    ends: the URL to use and the server's pid (None for a server this run did not start)."""
+def service(
+    url: str | None, log: Path, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[str, int | None]]:
+    """``url`` (a running service), or one ``verifier serve`` with ``env`` over this process's
+    environment, started here until the block ends: the URL to use and the server's pid (None
+    for a server this run did not start)."""
     if url:
         yield url.rstrip("/"), None
         return
     port = free_port()
-    env = {
+    full = {
         **os.environ,
         "VERIFIER_HOST": "127.0.0.1",
         "VERIFIER_PORT": str(port),
         "VERIFIER_LOG_LEVEL": "warning",
+        **(env or {}),
     }
     base = f"http://127.0.0.1:{port}"
     print(f"starting verifier serve on {base} (log: {log})")
-    with ServerProcess(verifier("serve"), env=env, log=log, probe=base + "/ready") as proc:
+    with ServerProcess(verifier("serve"), env=full, log=log, probe=base + "/ready") as proc:
         yield base, proc.pid

@@ -24,7 +24,7 @@ import argparse
 import asyncio
 from typing import Final
 
-from loadtests import bench, phases
+from loadtests import bench, harness, phases
 from loadtests.workload import Pair, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
@@ -39,11 +39,11 @@ NAMES: Final = {
 # ours / baseline: the ratio's name, its baseline and its target
 RATIOS: Final = (("ours_over_raw", "raw", 0.95), ("ours_over_vllm", "vllm", 1.0))
 # The mechanics only: no vLLM server (remote-engine's smoke covers that phase), a few judgments.
-SMOKE: Final = {"questions": 1, "concurrency": 4, "modes": "raw,ours"}
+SMOKE: Final = {"runs": 1, "questions": 1, "concurrency": 4, "modes": "raw,ours"}
 
 
 def parse_args() -> argparse.Namespace:
-    ap = bench.parser(NAME, __doc__, runs=3)
+    ap = bench.parser(NAME, __doc__, runs=3, smoke=SMOKE)
     ap.add_argument("--questions", type=int, default=64, help="questions (x4 solutions)")
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--modes", default="raw,vllm,ours", help="a comma list of raw, vllm, ours")
@@ -53,10 +53,7 @@ def parse_args() -> argparse.Namespace:
         help="a running service for the ours mode (its cache is not cold); none: start one "
         "per run here",
     )
-    args = ap.parse_args()
-    if args.smoke:  # the smoke's defaults: options given explicitly still win
-        ap.set_defaults(runs=1, **SMOKE)
-        args = ap.parse_args()
+    args = ap.parse()
     if args.runs < 1:
         ap.error("--runs: at least 1")
     args.modes = [m for m in NAMES if m in args.modes.split(",")]
@@ -86,7 +83,7 @@ async def one_run(
                 rates[mode] = await phases.vllm_phase(url, ids, labels, work, conc, warm)
         else:
             env = {"VERIFIER_ENGINE__ENFORCE_EAGER": "false"} if args.compiled else {}
-            with phases.service(args.out / "service.log", env, args.url) as url:
+            with harness.service(args.url, args.out / "service.log", env) as (url, _):
                 rates[mode] = await phases.service_phase(url, work, conc, warm)
     rates = {k: rates[k] for k in NAMES if k in rates}  # the table's order, whatever ran first
     for name, base, _ in RATIOS:

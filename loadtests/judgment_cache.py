@@ -83,14 +83,12 @@ async def measure(
 
 
 async def main() -> None:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke={"questions": 1, "judgments": 4, "concurrency": 4})
     ap.add_argument("--url", help="A running service; none: start one here.")
     ap.add_argument("--questions", type=int, default=16, help="Best-of-8 rerank requests")
     ap.add_argument("--judgments", type=int, default=256, help="repeated direct judgments")
     ap.add_argument("--concurrency", type=int, default=16)
-    args = ap.parse_args()
-    if args.smoke:
-        args.questions, args.judgments, args.concurrency = 1, 4, 4
+    args = ap.parse()
     settings = Settings()
     n_rerank = 2 * args.questions
     pairs = load_pairs(settings, n_rerank + args.judgments // 4)

@@ -51,17 +51,16 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse() -> argparse.Namespace:
-    p = bench.parser(NAME, __doc__)
+    p = bench.parser(
+        NAME, __doc__, smoke={"items": 2, "sequential_items": 2, "reasoning_tokens": 8}
+    )
     p.add_argument("--url", help="A running service; none: start one here.")
     p.add_argument("--items", type=int, default=100)
     p.add_argument("--sequential-items", type=int, default=16)
     p.add_argument("--reasoning-tokens", type=int, default=64)
     p.add_argument("--chunk", type=int, default=8)
     p.add_argument("--concurrency", type=int, default=2)
-    args = p.parse_args()
-    if args.smoke:
-        args.items, args.sequential_items, args.reasoning_tokens = 2, 2, 8
-    return args
+    return p.parse()
 
 
 async def main() -> None:

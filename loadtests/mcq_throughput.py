@@ -178,14 +178,12 @@ def report(rates: dict[str, Any], n_items: int, conc: int) -> dict[str, float]:
 
 
 async def main() -> None:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke={"items": 4, "concurrency": 2, "batch": 2})
     ap.add_argument("--items", type=int, default=256)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--batch", type=int, default=16, help="items per batch request")
     ap.add_argument("--modes", default="raw,ours,batch,pride")
-    args = ap.parse_args()
-    if args.smoke:
-        args.items, args.concurrency, args.batch = 4, 2, 2
+    args = ap.parse()
     settings = Settings()
     model = resolve_model(settings)
     configure_vllm_env(settings, "cpu")

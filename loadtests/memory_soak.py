@@ -80,7 +80,7 @@ def soak(url: str, procs: dict[str, int], args: Any) -> dict[int, dict[str, floa
 
 
 def main() -> int:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke={"requests": 4, "baseline": 2, "every": 2})
     ap.add_argument("--url", help="A running service; none: start one here.")
     ap.add_argument(
         "--pid",
@@ -93,9 +93,7 @@ def main() -> int:
     ap.add_argument("--baseline", type=int, default=200)
     ap.add_argument("--every", type=int, default=200)
     ap.add_argument("--tolerance", type=float, default=0.10)
-    args = ap.parse_args()
-    if args.smoke:
-        args.requests, args.baseline, args.every = 4, 2, 2
+    args = ap.parse()
     with service(args.url, args.out / f"{NAME}_service.log") as (url, started):
         pids = args.pid or [started or listener(url)]
         procs = {name: p for pid in pids for name, p in tree(pid).items()}

@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Final
 
-from loadtests import bench, phases
+from loadtests import bench, harness, phases
 from loadtests.workload import Pair, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
@@ -175,7 +175,7 @@ async def run_ours(
     env = {"VERIFIER_ENGINE__ONE_CALL_REASONING": "false"} if two_requests else {}
     log = args.out / f"mixed_service{'_2req' if two_requests else ''}_{run}.log"
     url = None if two_requests else args.url
-    with phases.service(log, env, url) as base:
+    with harness.service(url, log, env) as (base, _):
         async with phases.client(base, plan.reasoning_clients + 1) as client:
 
             async def direct(pair: Pair) -> None:
@@ -316,7 +316,7 @@ def workload(settings: Settings, plan: Plan) -> Work:
 
 
 def parse_args() -> argparse.Namespace:
-    ap = bench.parser(NAME, __doc__, runs=3)
+    ap = bench.parser(NAME, __doc__, runs=3, smoke=SMOKE)
     ap.add_argument(
         "--servers",
         default="ours,vllm",
@@ -343,10 +343,7 @@ def parse_args() -> argparse.Namespace:
         help="tokens a vLLM reasoning judgment generates; default: the service's mean in the "
         "same run (the budget when vllm runs alone)",
     )
-    args = ap.parse_args()
-    if args.smoke:  # the smoke's defaults: options given explicitly still win
-        ap.set_defaults(**SMOKE)
-        args = ap.parse_args()
+    args = ap.parse()
     if args.runs < 1:
         ap.error("--runs: at least 1")
     servers = set(args.servers.split(","))

@@ -118,16 +118,14 @@ def summary(tally: Tally, cap: float, rate: float, args: Any, deadline: float) -
 
 
 async def main() -> int:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke={"concurrency": 2, "measure_s": 1.0, "duration_s": 2.0})
     ap.add_argument("--url", help="A running service; none: start one here.")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--measure-s", type=float, default=30.0)
     ap.add_argument("--factor", type=float, default=2.0)
     ap.add_argument("--duration-s", type=float, default=60.0)
     ap.add_argument("--capacity", type=float, help="skip phase 1 and use this rate")
-    args = ap.parse_args()
-    if args.smoke:
-        args.concurrency, args.measure_s, args.duration_s = 2, 1.0, 2.0
+    args = ap.parse()
     key = os.environ.get("VERIFIER_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     deadline = LimitSettings().request_timeout_s

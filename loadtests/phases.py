@@ -4,21 +4,20 @@ made before the clock starts) and through a bare in-process engine, each server 
 
 A phase runs its warm-up pairs, then times its pairs with closed-loop clients (judgments/s):
 
-    >>> with service(out / "service.log") as url:  # doctest: +SKIP
+    >>> with harness.service(None, out / "service.log") as (url, _):  # doctest: +SKIP
     ...     rate = await service_phase(url, pairs, concurrency=32, warm=warm)
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
 
-from loadtests.harness import ServerProcess, free_port, verifier, vllm_openai_server
+from loadtests.harness import free_port, vllm_openai_server
 from loadtests.workload import Pair, drive, pretokenize, raw_engine
 from service.config import Settings
 
@@ -41,28 +40,6 @@ def label_ids(tok: Any) -> list[int]:
 
 
 # --- servers -----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def service(
-    log: Path, env: Mapping[str, str] | None = None, url: str | None = None
-) -> Iterator[str]:
-    """``url`` (a running service), or ``verifier serve`` with ``env`` over this process's
-    environment on a free port until the block ends: the URL, once /ready answers."""
-    if url:
-        yield url.rstrip("/")
-        return
-    port = free_port()
-    full = {
-        **os.environ,
-        "VERIFIER_HOST": "127.0.0.1",
-        "VERIFIER_PORT": str(port),
-        "VERIFIER_LOG_LEVEL": "warning",
-        **(env or {}),
-    }
-    base = f"http://127.0.0.1:{port}"
-    with ServerProcess(verifier("serve"), env=full, log=log, probe=base + "/ready"):
-        yield base
 
 
 @contextlib.contextmanager

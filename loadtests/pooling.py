@@ -207,15 +207,12 @@ async def prm_vs_generative(
 
 
 def parse_args() -> argparse.Namespace:
-    p = bench.parser(NAME, __doc__, runs=5)
+    p = bench.parser(NAME, __doc__, runs=5, smoke={"runs": 1, "questions": 2, "layers": 2})
     p.add_argument("--questions", type=int, default=16, help="GSM8K questions (x4 solutions)")
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--layers", type=int, default=30, help="layers of the built checkpoints")
     p.add_argument("--skip-prm", action="store_true", help="RM throughput only")
-    args = p.parse_args()
-    if args.smoke:  # 1 round, 2 questions, 2 layers
-        args.runs, args.questions, args.layers = 1, 2, 2
-    return args
+    return p.parse()
 
 
 async def run(args: argparse.Namespace, rec: bench.Record) -> None:

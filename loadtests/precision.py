@@ -151,17 +151,18 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = bench.parser(NAME, __doc__)
+    p = bench.parser(
+        NAME,
+        __doc__,
+        smoke={"reads": 2, "items": 3, "mcq_items": 2},  # 2 reads, 3 + 2 items
+    )
     p.add_argument("--url", default=None, help="A running service (its dtype is its own).")
     p.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32", "float16"])
     p.add_argument("--fixed", default="gsm8k-0", help="The ProcessBench GSM8K solution read.")
     p.add_argument("--reads", type=int, default=8)
     p.add_argument("--items", type=int, default=16)
     p.add_argument("--mcq-items", type=int, default=16)
-    args = p.parse_args(argv)
-    if args.smoke:  # 2 reads, 3 items, 2 ARC items
-        args.reads, args.items, args.mcq_items = 2, 3, 2
-    return args
+    return p.parse(argv)
 
 
 def main(argv: list[str] | None = None) -> int:

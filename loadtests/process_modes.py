@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
-from loadtests import bench, phases
+from loadtests import bench, harness, phases
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.evals.data import load_processbench
@@ -73,7 +73,7 @@ async def run_arm(
     log = args.out / f"process_{name}.log"
     url = shared if name in DEFAULT_SETTINGS else None
     conc = args.concurrency
-    with phases.service(log, arm.env(), url) as base:
+    with harness.service(url, log, arm.env()) as (base, _):
         sem = asyncio.Semaphore(conc)
         async with phases.client(base, conc, timeout_s=900) as client:
 
@@ -165,15 +165,12 @@ def print_table(rows: dict[str, dict[str, Any]], full: int, items: int, conc: in
 
 
 def parse_args() -> argparse.Namespace:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke=SMOKE)
     ap.add_argument("--limit", type=int, default=400)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--arms", default=",".join(ARMS), help=f"a comma list of {', '.join(ARMS)}")
     ap.add_argument("--url", help="a running service for direct and single_pass; none: start one")
-    args = ap.parse_args()
-    if args.smoke:  # the smoke's defaults: options given explicitly still win
-        ap.set_defaults(**SMOKE)
-        args = ap.parse_args()
+    args = ap.parse()
     args.arms = [a for a in ARMS if a in args.arms.split(",")]
     if not args.arms:
         ap.error(f"--arms: a comma list of {', '.join(ARMS)}")
@@ -194,7 +191,7 @@ async def main() -> None:
         shared = args.url
         if args.smoke and not shared and set(args.arms) & set(DEFAULT_SETTINGS):
             # the mechanics only: one server for the default-settings arms, not one each
-            shared = stack.enter_context(phases.service(args.out / "process_default.log"))
+            shared, _ = stack.enter_context(harness.service(None, args.out / "process_default.log"))
         rows = {name: await run_arm(args, items, name, shared) for name in args.arms}
     print_table(rows, full, len(items), args.concurrency)
     rec.results = {"full_pass_tokens": full, "rows": list(rows.values())}

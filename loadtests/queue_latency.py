@@ -102,14 +102,12 @@ async def run_backend(
 
 
 async def main() -> None:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke={"requests": 4, "single": 4, "concurrency": 4})
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/15")
     ap.add_argument("--requests", type=int, default=256)
     ap.add_argument("--single", type=int, default=64)
     ap.add_argument("--concurrency", type=int, default=32)
-    args = ap.parse_args()
-    if args.smoke:
-        args.requests, args.single, args.concurrency = 4, 4, 4
+    args = ap.parse()
     settings = Settings()
     load = load_pairs(settings, args.requests // 4)
     single = load_pairs(settings, args.single // 4, offset=500)

@@ -49,11 +49,11 @@ async def measure(queue: JobQueue, settings: QueueSettings, jobs: int) -> dict[s
 
 
 async def main() -> None:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke={"jobs": SMOKE_JOBS})
     ap.add_argument("--redis", default="redis://127.0.0.1:6379/15")
     ap.add_argument("--jobs", type=int, default=300)
-    args = ap.parse_args()
-    jobs = SMOKE_JOBS if args.smoke else args.jobs
+    args = ap.parse()
+    jobs = args.jobs
     settings = QueueSettings()
     redis = RedisSettings(prefix=f"bench{uuid.uuid4().hex[:8]}:")
     rec = bench.record(

@@ -103,13 +103,12 @@ async def run_mode(name: str, rate: float, seconds: float, settle_s: float) -> d
 
 
 async def main() -> None:
-    ap = bench.parser(NAME, __doc__)
+    # the smoke: both modes, a kill each: the mechanics, not a loss figure
+    ap = bench.parser(NAME, __doc__, smoke={"rate": 20.0, "seconds": 1.0})
     ap.add_argument("--rate", type=float, default=200.0)
     ap.add_argument("--seconds", type=float, default=10.0)
-    args = ap.parse_args()
-    settle = SETTLE_S
-    if args.smoke:  # both modes, a kill each: the mechanics, not a loss figure
-        args.rate, args.seconds, settle = 20.0, 1.0, 1.5
+    args = ap.parse()
+    settle = 1.5 if args.smoke else SETTLE_S
     config = {"rate": args.rate, "seconds": args.seconds, "settle_s": settle}
     rec = bench.record(NAME, args, config=config)
     rec.results["modes"] = [await run_mode(m, args.rate, args.seconds, settle) for m in MODES]

@@ -127,14 +127,16 @@ async def run_mode(
 
 
 async def main() -> int:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(
+        NAME,
+        __doc__,
+        smoke={"rate": 2.0, "seconds": 2.0},  # both modes, a kill each: mechanics
+    )
     ap.add_argument("--rate", type=float, default=4.0, help="requests per second, open loop")
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--request-timeout", type=float, default=120.0, help="the service's deadline")
     ap.add_argument("--logs", type=Path, help="Process logs (default <out>/redis_loss_http_logs).")
-    args = ap.parse_args()
-    if args.smoke:  # both modes, a kill each, 4 callers: the mechanics, not a loss figure
-        args.rate, args.seconds = 2.0, 2.0
+    args = ap.parse()
     args.logs = args.logs or args.out / f"{NAME}_logs"
     args.logs.mkdir(parents=True, exist_ok=True)
     config = {"rate": args.rate, "seconds": args.seconds, "request_timeout_s": args.request_timeout}

@@ -121,7 +121,7 @@ async def measure(
 
 
 async def main() -> None:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke={"questions": 1})
     ap.add_argument(
         "--url",
         "--local",
@@ -130,9 +130,7 @@ async def main() -> None:
     )
     ap.add_argument("--remote", help="A service with engine.backend=openai; none: start one here.")
     ap.add_argument("--questions", type=int, default=8, help="questions (x4 solutions)")
-    args = ap.parse_args()
-    if args.smoke:
-        args.questions = 1
+    args = ap.parse()
     rec = bench.record(NAME, args, config={"questions": args.questions})
     pairs = load_pairs(Settings(), args.questions)[: SMOKE_PAIRS if args.smoke else None]
     logs = bench.result_path(NAME, args)

@@ -28,14 +28,14 @@ from typing import Final
 
 import httpx
 
-from loadtests import bench, phases
+from loadtests import bench, harness, phases
 from loadtests.workload import Pair, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
 
 NAME: Final = "remote_engine"
 ARMS: Final = ("direct", "service")
-SMOKE: Final = {"questions": 1, "concurrency": 4, "warm_questions": 1}
+SMOKE: Final = {"runs": 1, "questions": 1, "concurrency": 4, "warm_questions": 1}
 
 
 @contextlib.contextmanager
@@ -46,7 +46,7 @@ def servers(args: argparse.Namespace, settings: Settings, model: str) -> Iterato
         return
     with phases.vllm_server(settings, model, args.out / "remote_vllm.log", dev_mode=True) as v:
         env = {"VERIFIER_ENGINE__BACKEND": "openai", "VERIFIER_ENGINE__OPENAI__BASE_URL": v}
-        with phases.service(args.out / "remote_service.log", env) as ours:
+        with harness.service(None, args.out / "remote_service.log", env) as (ours, _):
             yield v, ours
 
 
@@ -83,16 +83,13 @@ async def rounds(
 
 
 async def main() -> None:
-    ap = bench.parser(NAME, __doc__, runs=2)
+    ap = bench.parser(NAME, __doc__, runs=2, smoke=SMOKE)
     ap.add_argument("--questions", type=int, default=64, help="questions (x4 solutions)")
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--warm-questions", type=int, default=2, help="warm-up questions (x4)")
     ap.add_argument("--vllm-url", help="an already running vLLM OpenAI server (dev mode)")
     ap.add_argument("--service-url", help="an already running service on it")
-    args = ap.parse_args()
-    if args.smoke:  # the smoke's defaults: options given explicitly still win
-        ap.set_defaults(runs=1, **SMOKE)
-        args = ap.parse_args()
+    args = ap.parse()
 
     settings = Settings()
     model = resolve_model(settings)

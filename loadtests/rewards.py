@@ -492,7 +492,11 @@ def rule_check_costs(bursts: Sequence[Burst], settings: Settings) -> dict[str, A
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(
+        NAME,
+        __doc__,
+        smoke={"prompts": 2, "completions": 4, "bursts": 1, "pause": 0.0},  # 2 x 4, one burst
+    )
     ap.add_argument("--url", help="a running service; none: start one `verifier serve` here")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per burst (P)")
     ap.add_argument("--completions", type=int, default=16, help="completions per prompt (G)")
@@ -513,9 +517,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--pause", type=float, default=2.0, help="seconds between timed calls (0 with --smoke)"
     )
-    args = ap.parse_args(argv)
-    if args.smoke:  # 2 x 4, one burst: seconds
-        args.prompts, args.completions, args.bursts, args.pause = 2, 4, 1, 0.0
+    args = ap.parse(argv)
     if min(args.prompts, args.completions, args.bursts) < 1:
         ap.error("--prompts, --completions and --bursts must be >= 1")
     return args

@@ -140,7 +140,7 @@ def fuzz(url: str, args: argparse.Namespace, phases: str, rec: bench.Record) -> 
 
 
 def main() -> int:
-    ap = bench.parser(NAME, __doc__)
+    ap = bench.parser(NAME, __doc__, smoke={"examples": 1})
     ap.add_argument("--url", help="A running service; none: start one here.")
     ap.add_argument("--examples", type=int, default=200, help="examples per operation")
     ap.add_argument("--max-response-time", type=float, default=DEFAULT_MAX_RESPONSE_S)
@@ -149,11 +149,9 @@ def main() -> int:
     ap.add_argument(
         "--report", type=Path, help="JSON report (default <out>/schema_fuzz.report.json)"
     )
-    args = ap.parse_args()
-    phases = PHASES
-    if args.smoke:
-        # no --max-time: with one, schemathesis repeats the fuzzing until it is spent
-        args.examples, phases, args.max_time = 1, SMOKE_PHASES, None
+    # no --max-time in the smoke: with one, schemathesis repeats the fuzzing until it is spent
+    args = ap.parse()
+    phases = SMOKE_PHASES if args.smoke else PHASES
     result = bench.result_path(NAME, args)
     args.report = args.report or result.with_suffix(".report.json")
     args.report.parent.mkdir(parents=True, exist_ok=True)

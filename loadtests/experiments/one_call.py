@@ -97,14 +97,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = bench.parser("one_call", __doc__)
+    ap = bench.parser("one_call", __doc__, smoke={"questions": 2, "rounds": 1})
     ap.add_argument("--questions", type=int, default=16, help="GSM8K questions (x4 solutions)")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3, help="closed-loop rounds, order alternating")
-    args = ap.parse_args()
+    args = ap.parse()
     rec = bench.record("one_call", args, vars(args) | {"out": str(args.out)})
-    if args.smoke:
-        args.questions, args.rounds = 2, 1
     result = asyncio.run(run(args))
     agree = result["agreement"]
     print(f"{agree['judgments']} reasoning judgments, one request vs two on one engine:")

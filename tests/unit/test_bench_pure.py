@@ -4,11 +4,13 @@ bursts and their figures, the group calls' requests and figures."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
-from loadtests import group_calls, load, rewards, tradeoff
+from loadtests import bench, group_calls, load, rewards, tradeoff
+from loadtests.harness import ROOT
 from loadtests.stats import argmax_first, final_answer, majority_pick, percentile, summary
 from service.scoring.bestofn import BestOfNItem, Candidate
 
@@ -327,3 +329,45 @@ def test_group_calls_records_and_figures() -> None:
         ("single_bounded", "get_reward", "score", "single"),
         ("get_reward", "score", "single", "single_bounded"),
     ]
+
+
+def test_the_smoke_replaces_defaults_and_options_given_still_win() -> None:
+    ap = bench.parser("example", None, runs=3, smoke={"runs": 1, "items": 2})
+    ap.add_argument("--items", type=int, default=100)
+    ap.add_argument("--concurrency", type=int, default=8)
+    plain = ap.parse([])
+    assert (plain.smoke, plain.runs, plain.items, plain.concurrency) == (False, 3, 100, 8)
+    smoke = ap.parse(["--smoke"])
+    assert (smoke.smoke, smoke.runs, smoke.items, smoke.concurrency) == (True, 1, 2, 8)
+    given = ap.parse(["--smoke", "--items", "7"])
+    assert (given.runs, given.items) == (1, 7)
+    # the smoke's values do not stick to the parser
+    assert (ap.parse([]).runs, ap.parse([]).items) == (3, 100)
+
+
+def _smoke_overrides(path: Path) -> list[int]:
+    """Lines where a benchmark assigns ``args.X`` inside ``if args.smoke``: smoke values that
+    belong in its parser, where an option given explicitly still wins."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "args.smoke":
+            for sub in node.body:
+                for target in getattr(sub, "targets", []):
+                    elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                    if any(ast.unparse(e).startswith("args.") for e in elts):
+                        found.append(sub.lineno)
+    return found
+
+
+def test_smoke_values_live_in_the_parser() -> None:
+    scripts = sorted((ROOT / "loadtests").rglob("*.py"))
+    assert len(scripts) > 20
+    assert {p.name: lines for p in scripts if (lines := _smoke_overrides(p))} == {}
+    planted = "def main(args):\n    if args.smoke:\n        args.items, n = 2, 3\n"
+    tmp = ROOT / "out" / "planted_smoke_override.py"
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(planted, encoding="utf-8")
+    try:
+        assert _smoke_overrides(tmp) == [3]
+    finally:
+        tmp.unlink()

@@ -16,6 +16,7 @@ from service.queue.base import Job, JobResult
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
 from tests.support.jobs import make_job
+from tests.support.workers import local_worker
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -80,7 +81,6 @@ async def test_a_disconnect_cancels_the_work_and_raises() -> None:
 @pytest.fixture
 async def running() -> AsyncIterator[tuple[LocalQueue, list[str], asyncio.Event]]:
     """A worker on a local queue whose handler runs until cancelled, noting each job's end."""
-    queue = LocalQueue(QueueSettings(batch_wait_ms=5, max_queue_depth=100))
     ended: list[str] = []
     started = asyncio.Event()
 
@@ -93,16 +93,8 @@ async def running() -> AsyncIterator[tuple[LocalQueue, list[str], asyncio.Event]
             raise
         return JobResult.success({})
 
-    worker = Worker(queue, handle, queue.settings, block_ms=50)
-    task = asyncio.create_task(worker.run())
-    try:
+    async with local_worker(handle) as queue:
         yield queue, ended, started
-    finally:
-        worker.stop()
-        await queue.close()
-        with contextlib.suppress(asyncio.CancelledError):
-            task.cancel()
-            await task
 
 
 def count_cancel_polls(queue: LocalQueue) -> list[int]:

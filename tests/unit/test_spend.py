@@ -14,7 +14,7 @@ from fastapi import Request, Response
 
 from service.api.deps import AppState
 from service.api.pipeline import JobCall, spent_after_disconnect
-from service.config import QueueSettings, Settings
+from service.config import Settings
 from service.engine.vllm_engine import VLLMEngine
 from service.errors import ClientDisconnected, QueueUnavailable
 from service.ops import spend
@@ -22,8 +22,8 @@ from service.ops.telemetry import Metrics
 from service.protocol.jobs import JOBS
 from service.queue.base import Job, JobResult
 from service.queue.local import LocalQueue
-from service.queue.worker import Worker
 from tests.support.jobs import make_job
+from tests.support.workers import local_worker
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -117,8 +117,7 @@ async def test_an_aborted_engine_request_adds_its_prompt() -> None:
 
 @pytest.fixture
 async def spending() -> AsyncIterator[tuple[LocalQueue, asyncio.Event]]:
-    """A worker whose handler spends 40 tokens, then runs until cancelled (or ``finish``)."""
-    queue = LocalQueue(QueueSettings(batch_wait_ms=5, max_queue_depth=100))
+    """A worker whose handler spends 40 tokens, then hangs if the job says so."""
     started = asyncio.Event()
 
     async def handle(job: Job) -> JobResult:
@@ -128,16 +127,8 @@ async def spending() -> AsyncIterator[tuple[LocalQueue, asyncio.Event]]:
             await asyncio.sleep(30)
         return JobResult.success({})
 
-    worker = Worker(queue, handle, queue.settings, block_ms=50)
-    task = asyncio.create_task(worker.run())
-    try:
+    async with local_worker(handle) as queue:
         yield queue, started
-    finally:
-        worker.stop()
-        await queue.close()
-        with contextlib.suppress(asyncio.CancelledError):
-            task.cancel()
-            await task
 
 
 async def test_a_finished_job_reports_what_it_spent(
