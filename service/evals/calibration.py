@@ -25,7 +25,7 @@ import itertools
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -154,8 +154,11 @@ def summarize(reads: list[Read], folds: int, n_bins: int, seed: int) -> dict[str
                 "held_out": {m: held_out[m]["probabilities"][i] for m in held_out},
             }
         )
-    for method in held_out.values():  # now in the rows
-        del method["calibrated_logits"], method["probabilities"]
+    for method in held_out.values():
+        # ECE has a floor at small n: what perfectly calibrated predictions would show
+        noise = calibration.ece_noise(method["probabilities"], n_bins, seed=seed)
+        method["ece_noise"] = asdict(noise)
+        del method["calibrated_logits"], method["probabilities"]  # now in the rows
     return {
         "n_items": len(done),
         "base_rate": sum(labels) / len(labels),

@@ -187,7 +187,15 @@ def choices_only_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-CALIBRATION_COLUMNS: Final = ("ECE", "Brier", "NLL", "AUROC (folds)", "AUROC pooled", "mean p")
+CALIBRATION_COLUMNS: Final = (
+    "ECE",
+    "ECE if calibrated (q90)",
+    "Brier",
+    "NLL",
+    "AUROC (folds)",
+    "AUROC pooled",
+    "mean p",
+)
 
 
 def calibration_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -214,7 +222,8 @@ def calibration_grid(result: dict[str, Any]) -> Table:
     rows = []
     for method, h in result["held_out"].items():
         m = h["metrics"]
+        noise = f"{fmt(h['ece_noise']['mean'], 3)} ({fmt(h['ece_noise']['q90'], 3)})"
         auroc = (h["auroc_folds"], m["auroc"])
-        cells = (m["ece"], m["brier"], m["nll"], *auroc, m["mean_probability"])
-        rows.append([method, *(fmt(v, 3) for v in cells)])
+        cells = (m["brier"], m["nll"], *auroc, m["mean_probability"])
+        rows.append([method, fmt(m["ece"], 3), noise, *(fmt(v, 3) for v in cells)])
     return make_table(["held out", *CALIBRATION_COLUMNS], rows)

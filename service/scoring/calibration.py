@@ -361,6 +361,30 @@ def auroc(scores: Sequence[float] | Floats, labels: Sequence[int] | Ints) -> flo
 
 
 @dataclass(frozen=True, slots=True)
+class EceNoise:
+    """The ECE that the same predictions would show if they were perfectly calibrated: labels
+    drawn as Bernoulli(p_i), ``draws`` times; its mean and 90th percentile. A measured ECE
+    below ``q90`` cannot be told from sampling noise at this n and bin count."""
+
+    mean: float
+    q90: float
+    draws: int
+
+
+def ece_noise(
+    probs: Sequence[float] | Floats, n_bins: int = DEFAULT_BINS, draws: int = 1000, seed: int = 0
+) -> EceNoise:
+    """`EceNoise` of ``probs`` (seeded, so deterministic)."""
+    p = _finite_array(probs, "probability")
+    rng = np.random.default_rng(seed)
+    eces = [
+        ece_from_bins(reliability_bins(p, (rng.random(len(p)) < p).astype(np.int64), n_bins))
+        for _ in range(draws)
+    ]
+    return EceNoise(float(np.mean(eces)), float(np.quantile(eces, 0.9)), draws)
+
+
+@dataclass(frozen=True, slots=True)
 class BinaryMetrics:
     """How calibrated (NLL, Brier, ECE, bins) and how discriminating (AUROC) predictions are.
 

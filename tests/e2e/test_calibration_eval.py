@@ -111,6 +111,8 @@ def test_calibration_report_recomputes_from_its_reads(
             assert got["observed"] == pytest.approx(want["observed"])
         ece = sum(x["count"] / N * abs(x["mean_predicted"] - x["observed"]) for x in bins)
         assert m["ece"] == pytest.approx(ece)
+        noise = held[method]["ece_noise"]
+        assert 0 < noise["mean"] <= noise["q90"] <= 1
         # a monotone map per fold: each fold's AUROC is raw's, so their mean is too
         per_fold = [pairwise_auroc(p[folds == f], y[folds == f]) for f in range(FOLDS)]
         assert held[method]["auroc_folds"] == pytest.approx(np.mean(per_fold))

@@ -186,6 +186,22 @@ def test_equal_mass_bins_have_equal_counts(n: int, n_bins: int) -> None:
     assert all(x.upper <= y.lower for x, y in zip(bins, bins[1:], strict=False))
 
 
+def test_ece_noise_is_the_ece_of_calibrated_draws() -> None:
+    """Labels drawn from the predictions: the measured ECE sits around the noise mean, and a
+    larger set has a lower floor."""
+    rng = np.random.default_rng(11)
+    p = rng.uniform(0.1, 0.9, 120)
+    noise = cal.ece_noise(p, 10, draws=500, seed=0)
+    assert noise == cal.ece_noise(p, 10, draws=500, seed=0)  # seeded
+    assert 0 < noise.mean < noise.q90 < 0.25
+    drawn = [
+        cal.ece_from_bins(cal.reliability_bins(p, (rng.random(120) < p).astype(int), 10))
+        for _ in range(300)
+    ]
+    assert np.mean(drawn) == pytest.approx(noise.mean, rel=0.1)
+    assert cal.ece_noise(np.tile(p, 20), 10, draws=100).mean < noise.mean / 3
+
+
 def test_metrics_of_a_small_example() -> None:
     z = special.logit(np.array([0.8, 0.3, 0.6, 0.1]))
     y = np.array([1, 0, 0, 0])

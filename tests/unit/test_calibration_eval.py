@@ -120,6 +120,7 @@ async def test_run_calibration_on_a_fake_service(tmp_path: Path) -> None:
     raw, temp = result["held_out"]["raw"], result["held_out"]["temperature"]
     assert raw["auroc_folds"] == temp["auroc_folds"] == result["held_out"]["platt"]["auroc_folds"]
     assert "probabilities" not in raw  # moved into the rows
+    assert 0 < raw["ece_noise"]["mean"] <= raw["ece_noise"]["q90"]
     assert result["parameters"]["temperature"]["temperature"] > 1  # the fake is overconfident
     assert sum(b["count"] for b in raw["metrics"]["bins"]) == 40
 
