@@ -189,7 +189,7 @@ def choices_only_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
 
 CALIBRATION_COLUMNS: Final = (
     "ECE",
-    "ECE if calibrated (q90)",
+    "ECE noise (q90)",
     "Brier",
     "NLL",
     "AUROC (folds)",
