@@ -21,7 +21,10 @@ from service.evals.data import load_gsm8k_solutions
 
 pytestmark = pytest.mark.engine
 
-N = 16  # the first 4 questions' solutions: 7 correct, 9 wrong
+N = 16  # 4 questions' solutions: 5 correct, 11 wrong
+# Questions no other test judges: the session server's judgment cache then neither answers
+# these reads from an earlier test nor answers a later test's (test_evals counts engine calls).
+FIRST_QUESTION = 1200
 FOLDS = 2
 BINS = 4
 
@@ -49,7 +52,9 @@ def pairwise_auroc(scores: np.ndarray, labels: np.ndarray) -> float:
 def test_calibration_report_recomputes_from_its_reads(
     server: Any, tmp_path: Path, data_dir: Path
 ) -> None:
-    data = data_dir / "gsm8k" / "example_model_solutions.jsonl"
+    lines = (data_dir / "gsm8k" / "example_model_solutions.jsonl").read_text().splitlines()
+    data = tmp_path / "solutions.jsonl"
+    data.write_text("\n".join(lines[FIRST_QUESTION : FIRST_QUESTION + N // 4]) + "\n")
     out = tmp_path / "cal.json"
     result = CliRunner().invoke(
         eval_app,
