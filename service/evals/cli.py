@@ -16,6 +16,9 @@ Usage:
         [--concurrency 8] [--url http://127.0.0.1:8000]
     verifier eval compare --output cmp.json [--data FILE] [--limit PAIRS]
         [--reasoning-tokens 128] [--concurrency 8] [--timeout S] [--url http://127.0.0.1:8000]
+    verifier eval calibration --output cal.json [--dataset gsm8k] [--data FILE] [--limit N]
+        [--mode direct] [--reasoning-tokens 256] [--folds 5] [--bins 10] [--seed 0]
+        [--plot cal.png] [--concurrency 8] [--timeout S] [--url http://127.0.0.1:8000]
 
 The default data files are ``<data_dir>/processbench/gsm8k.json`` and
 ``<data_dir>/gsm8k/example_model_solutions.jsonl``, with `data_dir` from `Settings`.
@@ -37,6 +40,8 @@ from tqdm import tqdm
 from service.config import Settings
 from service.evals.report import (
     bestofn_rows,
+    calibration_grid,
+    calibration_rows,
     choices_only_rows,
     compare_rows,
     lambda_line,
@@ -58,6 +63,7 @@ if TYPE_CHECKING:
 # The choices of two request fields, spelled here because the client's models load lazily (see
 # above); tests/unit/test_evals_pure.py checks them against verifier_client.models.
 ProcessMode = Literal["direct", "reasoning", "single_pass"]
+OutcomeMode = Literal["direct", "reasoning"]
 ScoreMethod = Literal["outcome", "process", "fused", "compare"]
 
 logger = logging.getLogger(__name__)
@@ -477,6 +483,64 @@ def choices_only_cmd(
     _run("choices-only", job, output, choices_only_rows)
     png = _plot_path(plot, output)
     plots.audit_plot(json.loads(output.read_text(encoding="utf-8"))["summary"], png)
+    typer.echo(f"wrote {png}")
+
+
+@eval_app.command("calibration")
+def calibration_cmd(
+    output: OutputOpt,
+    dataset: Annotated[
+        Literal["gsm8k", "processbench"],
+        typer.Option(
+            "--dataset",
+            help="Labelled solutions: gsm8k (is_correct) or processbench (final_answer_correct).",
+        ),
+    ] = "gsm8k",
+    data: DataOpt = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="First N labelled solutions only.")
+    ] = None,
+    mode: Annotated[OutcomeMode, typer.Option("--mode", help="Judging mode.")] = "direct",
+    reasoning_tokens: ReasoningOpt = 256,
+    folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds.")] = 5,
+    bins: Annotated[int, typer.Option("--bins", min=1, help="Equal-mass ECE bins.")] = 10,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fold assignment.")] = 0,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Reliability diagram PNG; default: the output with .png."),
+    ] = None,
+    concurrency: ConcurrencyOpt = 8,
+    timeout: TimeoutOpt = None,
+    url: UrlOpt = DEFAULT_URL,
+) -> None:
+    """Calibration of outcome scores (docs/methods.md J): the raw logit of each labelled
+    solution via POST /v1/judge/outcome, then temperature and Platt scaling fitted by k-fold;
+    held-out ECE (equal-mass bins), Brier, NLL and AUROC per method, and a reliability PNG."""
+    from service.evals import calibration, plots
+
+    path = resolve_data(data, calibration.DEFAULT_FILES[dataset])
+
+    def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+        return calibration.run_calibration(
+            url,
+            path,
+            dataset,
+            limit,
+            mode,
+            reasoning_tokens,
+            folds,
+            bins,
+            seed,
+            concurrency,
+            timeout_s=timeout,
+            progress=progress,
+        )
+
+    _run("calibration", job, output, calibration_rows)
+    result = json.loads(output.read_text(encoding="utf-8"))
+    print_table(calibration_grid(result))
+    png = _plot_path(plot, output)
+    plots.reliability_plot(result, png)
     typer.echo(f"wrote {png}")
 
 

@@ -57,3 +57,39 @@ def audit_plot(summary: Mapping[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def reliability_plot(result: Mapping[str, Any], path: Path) -> None:
+    """Reliability diagram of the held-out predictions per method (equal-mass bins: mean
+    predicted vs observed frequency, the diagonal is perfect calibration), and their spread."""
+    held_out: Mapping[str, Mapping[str, Any]] = result["held_out"]
+    fig, (ax, hist) = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
+    ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
+    for method, h in held_out.items():
+        bins = h["metrics"]["bins"]
+        ece = h["metrics"]["ece"]
+        ax.plot(
+            [b["mean_predicted"] for b in bins],
+            [b["observed"] for b in bins],
+            marker="o",
+            label=f"{method} (ECE {ece:.3f})",
+        )
+    ax.axhline(result["base_rate"], color="grey", linewidth=0.8, linestyle=":", label="base rate")
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean predicted P(correct)", ylabel="observed")
+    ax.set_title(f"Held-out reliability, {result['folds']}-fold, equal-mass bins", fontsize=10)
+    ax.legend(fontsize=8)
+    for method in held_out:
+        hist.hist(
+            [item["held_out"][method] for item in result["items"]],
+            bins=20,
+            range=(0, 1),
+            histtype="step",
+            label=method,
+        )
+    hist.set(xlabel="held-out P(correct)", ylabel="items")
+    hist.legend(fontsize=8)
+    model = result.get("config", {}).get("model") or ""
+    fig.suptitle(f"Outcome calibration on {model}: {result['n_items']} items", fontsize=11)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

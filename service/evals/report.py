@@ -185,3 +185,45 @@ def choices_only_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     )
     rows.append(("items / s", fmt(result["items_per_s"], 3)))
     return rows
+
+
+CALIBRATION_COLUMNS: Final = (
+    "ECE",
+    "ECE noise (q90)",
+    "Brier",
+    "NLL",
+    "AUROC (folds)",
+    "AUROC pooled",
+    "mean p",
+)
+
+
+def calibration_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The run and the maps fitted on the whole set."""
+    params = result["parameters"]
+    temperature, platt = params["temperature"], params["platt"]
+    return [
+        ("items (failed)", f"{result['n_items']} ({result['n_failed']})"),
+        ("base rate", fmt(result["base_rate"], 3)),
+        ("folds, equal-mass bins", f"{result['folds']}, {result['n_bins']}"),
+        ("temperature T", _at_bound(fmt(temperature["temperature"], 3), temperature)),
+        ("Platt a, b", _at_bound(f"{fmt(platt['a'], 3)}, {fmt(platt['b'], 3)}", platt)),
+        ("wall_s", fmt(result["wall_s"])),
+        *token_rows(result["usage"]),
+    ]
+
+
+def _at_bound(text: str, fit: dict[str, Any]) -> str:
+    return f"{text} (at bound)" if fit.get("at_bound") else text
+
+
+def calibration_grid(result: dict[str, Any]) -> Table:
+    """Held-out figures per method (raw, temperature, Platt)."""
+    rows = []
+    for method, h in result["held_out"].items():
+        m = h["metrics"]
+        noise = f"{fmt(h['ece_noise']['mean'], 3)} ({fmt(h['ece_noise']['q90'], 3)})"
+        auroc = (h["auroc_folds"], m["auroc"])
+        cells = (m["brier"], m["nll"], *auroc, m["mean_probability"])
+        rows.append([method, fmt(m["ece"], 3), noise, *(fmt(v, 3) for v in cells)])
+    return make_table(["held out", *CALIBRATION_COLUMNS], rows)

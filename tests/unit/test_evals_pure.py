@@ -357,6 +357,7 @@ def test_table_aligns_names_left_and_values_right() -> None:
     ("choices", "request_model", "field"),
     [
         (cli.ProcessMode, models.ProcessRequest, "mode"),
+        (cli.OutcomeMode, models.OutcomeRequest, "mode"),
         (cli.ScoreMethod, models.ScoreRequest, "method"),
         (cli.Aggregation, models.ScoreRequest, "aggregation"),
     ],

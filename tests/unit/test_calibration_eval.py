@@ -1,0 +1,139 @@
+"""`verifier eval calibration`'s harness on a fake service (httpx.MockTransport), its data
+readers, its table and its plot; the engine-backed run is tests/e2e/test_calibration_eval.py."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from scipy import special
+
+from service.evals import calibration as harness
+from service.evals.data import load_gsm8k_solutions, load_processbench
+from service.evals.plots import reliability_plot
+from service.evals.report import calibration_grid, calibration_rows, print_table
+
+ROOT = Path(__file__).resolve().parents[2]
+GSM8K = ROOT / "data" / "gsm8k" / "example_model_solutions.jsonl"
+PROCESSBENCH = ROOT / "data" / "processbench" / "gsm8k.json"
+
+
+def test_gsm8k_examples_are_the_labelled_solutions_in_order() -> None:
+    examples = harness.gsm8k_examples(GSM8K, 10)
+    items = load_gsm8k_solutions(GSM8K, 3)
+    expected = [(item, c) for item in items for c in item.candidates][:10]
+    assert len(examples) == 10
+    for example, (item, c) in zip(examples, expected, strict=True):
+        assert (example.question, example.response) == (item.question, c.solution)
+        assert example.label == int(c.is_correct)
+    assert examples[5].id == f"1:{items[1].candidates[1].solver_name}"
+
+
+def test_processbench_examples_interleave_the_classes() -> None:
+    examples = harness.processbench_examples(PROCESSBENCH, 9)
+    assert [e.label for e in examples] == [0, 1, 0, 1, 0, 1, 0, 1, 0]
+    items = {i.id: i for i in load_processbench(PROCESSBENCH)}
+    for e in examples:
+        item = items[e.id]
+        assert e.label == int(item.final_answer_correct)
+        assert e.response == "\n\n".join(item.steps)
+        assert e.question == item.problem
+
+
+def test_options_are_the_outcome_requests() -> None:
+    assert harness.outcome_options("reasoning", 64) == {
+        "mode": "reasoning",
+        "reasoning_tokens": 64,
+        "verifier": "model",
+    }
+    with pytest.raises(ValueError, match="mode"):
+        harness.outcome_options("single_pass", 64)
+    with pytest.raises(ValueError, match="dataset 'x'"):
+        harness.load_examples("x", GSM8K, 4)
+
+
+def fake_outcome_server(
+    labels: dict[str, int], seen: list[dict[str, Any]], refuse: str
+) -> httpx.MockTransport:
+    """An overconfident judge that ranks fairly well: logit +-4 by the true label plus a fixed
+    pseudo-random offset per response; refuses the response ``refuse`` with a 422."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        if body["response"] == refuse:
+            err = {"type": "invalid_request", "message": "response: too long"}
+            return httpx.Response(422, json={"error": err})
+        offset = zlib.crc32(body["response"].encode()) % 1000 / 1000 * 6 - 3
+        logit = 4.0 * (2 * labels[body["response"]] - 1) + 2 * offset
+        return httpx.Response(
+            200,
+            json={
+                "score": float(special.expit(logit)),
+                "logit": logit,
+                "verdict": int(logit >= 0),
+                "mode": body["mode"],
+                "model": "fake-model",
+                "decided_by": "model",
+                "usage": {"prompt_tokens": 10, "generated_tokens": 1, "total_tokens": 11},
+            },
+        )
+
+    return httpx.MockTransport(handler)
+
+
+async def test_run_calibration_on_a_fake_service(tmp_path: Path) -> None:
+    examples = harness.gsm8k_examples(GSM8K, 41)
+    labels = {e.response: e.label for e in examples}
+    seen: list[dict[str, Any]] = []
+    refused = examples[7]
+    result = await harness.run_calibration(
+        "http://svc",
+        GSM8K,
+        "gsm8k",
+        41,
+        "direct",
+        32,
+        folds=4,
+        n_bins=5,
+        seed=1,
+        concurrency=3,
+        transport=fake_outcome_server(labels, seen, refused.response),
+    )
+    assert len(seen) == 41
+    for body in seen:  # the ordinary user request: model verifier, no reference
+        assert (body["verifier"], body["mode"], body["reasoning_tokens"]) == ("model", "direct", 32)
+        assert "reference" not in body or body["reference"] is None
+    error = "HTTP 422 invalid_request: response: too long"
+    assert result["failed"] == [{"id": refused.id, "error": error}]
+    assert result["n_items"] == 40
+    assert [i["id"] for i in result["items"]] == [e.id for e in examples if e is not refused]
+    assert result["usage"]["total_tokens"] == 11 * 40
+    assert result["config"]["model"] == "fake-model"
+    assert result["config"]["target"] == "outcome"
+    for item in result["items"]:
+        assert item["held_out"]["raw"] == pytest.approx(special.expit(item["logit"]))
+    raw, temp = result["held_out"]["raw"], result["held_out"]["temperature"]
+    assert raw["auroc_folds"] == temp["auroc_folds"] == result["held_out"]["platt"]["auroc_folds"]
+    assert "probabilities" not in raw  # moved into the rows
+    assert 0 < raw["ece_noise"]["mean"] <= raw["ece_noise"]["q90"]
+    assert result["parameters"]["temperature"]["temperature"] > 1  # the fake is overconfident
+    assert sum(b["count"] for b in raw["metrics"]["bins"]) == 40
+
+    out = tmp_path / "cal.png"
+    reliability_plot(result, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = dict(calibration_rows(result))
+    assert rows["items (failed)"] == "40 (1)"
+    print_table(calibration_grid(result))
+
+
+def test_a_single_class_is_refused_by_the_fit() -> None:
+    examples = [e for e in harness.gsm8k_examples(GSM8K, 40) if e.label == 0][:12]
+    reads = [harness.Read(e, 1.0, 0.7) for e in examples]
+    with pytest.raises(ValueError, match="all 12 labels are 0"):
+        harness.summarize(reads, 5, 10, 0)
