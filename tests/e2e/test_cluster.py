@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadtests.harness import free_port
 from tests.support.cluster import (
     Cluster,
+    Proc,
     auth,
     busy_worker,
     children_of,
@@ -81,6 +82,9 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             {"VERIFIER_QUEUE__MAX_QUEUE_DEPTH": "2"},
         )
         workers = [c.start_worker(), c.start_worker()]
+        # The probes Kubernetes and Docker use on a worker's metrics port: /health answers
+        # while the engine starts, /ready only once it scored its probe judgment.
+        c.probes_before_ready = [health_then_ready(w) for w in workers]
         for api in [*c.apis, c.small_api]:
             wait_api(api)
         for w in workers:
@@ -93,6 +97,32 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield c
     finally:
         c.close()
+
+
+def probe(url: str) -> int | None:
+    try:
+        return httpx.get(url, timeout=2).status_code
+    except httpx.TransportError:
+        return None
+
+
+def health_then_ready(worker: Proc) -> tuple[int | None, int | None]:
+    """Once a starting worker's /health answers 200: its /health and /ready statuses."""
+    deadline = time.monotonic() + 60
+    while (port := worker.logged_port()) is None or probe(f"http://127.0.0.1:{port}/health") != 200:
+        assert time.monotonic() < deadline, f"no /health 200:\n{worker.server.log_tail()}"
+        worker.server.check_alive()
+        time.sleep(0.1)
+    return 200, probe(f"http://127.0.0.1:{port}/ready")
+
+
+def test_a_worker_is_healthy_before_it_is_ready(cluster: Cluster) -> None:
+    # The engine takes seconds to start; /ready answered 503 before it was up (checked after
+    # the fact, so a fast engine cannot make the test pass for the wrong reason).
+    assert cluster.probes_before_ready == [(200, 503), (200, 503)]
+    for w in cluster.workers[:2]:
+        assert "ready (metrics port" in w.log.read_text()
+        assert probe(f"http://127.0.0.1:{w.port}/metrics") == 200
 
 
 # --- auth ------------------------------------------------------------------------------------
@@ -489,6 +519,11 @@ def test_sigterm_drains_under_load(cluster: Cluster) -> None:
         while sum(f.done() for f in futures) < 8:
             time.sleep(0.05)
         target.signal(signal.SIGTERM)
+        # Draining: not ready for new work (or already gone), within seconds of the signal.
+        deadline = time.monotonic() + 10
+        while probe(f"http://127.0.0.1:{target.port}/ready") == 200:
+            assert time.monotonic() < deadline, "/ready still 200 10 s after SIGTERM"
+            time.sleep(0.1)
         responses = [f.result() for f in futures]
     assert [r.status_code for r in responses] == [200] * 64
-    assert target.popen.wait(timeout=120) == 0
+    assert target.popen.wait(timeout=120) == 0, target.server.log_tail()

@@ -84,6 +84,8 @@ class Cluster:
     small_api: Proc | None = None
     workers: list[Proc] = field(default_factory=list)
     keys: dict[str, str] = field(default_factory=dict)
+    # (/health, /ready) of each first worker once its /health answered, before its engine was up
+    probes_before_ready: list[tuple[int | None, int | None]] = field(default_factory=list)
 
     @property
     def url(self) -> str:
