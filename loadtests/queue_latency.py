@@ -21,6 +21,7 @@ import httpx
 
 from loadtests import bench
 from loadtests.harness import ServerProcess, free_port, verifier
+from loadtests.metrics_text import sample_sum, samples
 from loadtests.workload import Pair, load_pairs
 from service.config import Settings
 from service.stores.connection import connect
@@ -58,13 +59,10 @@ async def phase(url: str, pairs: list[Pair], conc: int) -> dict[str, float]:
 
 
 def batch_histogram(text: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("verifier_batch_size_bucket"):
-            le = line.split('le="')[1].split('"')[0]
-            out[le] = float(line.split()[-1])
-        elif line.startswith(("verifier_batch_size_sum", "verifier_batch_size_count")):
-            out[line.split()[0]] = float(line.split()[-1])
+    """The batch-size histogram: its buckets by ``le``, and its ``_sum`` and ``_count``."""
+    out = {s.labels["le"]: s.value for s in samples(text, "verifier_batch_size_bucket")}
+    for name in ("verifier_batch_size_sum", "verifier_batch_size_count"):
+        out[name] = sample_sum(text, name)
     return out
 
 

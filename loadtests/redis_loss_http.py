@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests import bench
 from loadtests.harness import RedisProcess, ServerProcess, free_port, verifier
+from loadtests.metrics_text import has_sample, sample_sum
 from loadtests.workload import judgment_body, open_loop
 
 NAME = "redis_loss_http"
@@ -48,9 +48,8 @@ async def _depth(client: httpx.AsyncClient) -> float | None:
     """The API's verifier_queue_depth (read from Redis), or None if it cannot be read."""
     with contextlib.suppress(httpx.HTTPError):
         text = (await client.get("/metrics", timeout=5)).text
-        for family in text_string_to_metric_families(text):
-            if family.name == "verifier_queue_depth":
-                return float(family.samples[0].value)
+        if has_sample(text, "verifier_queue_depth"):
+            return sample_sum(text, "verifier_queue_depth")
     return None
 
 

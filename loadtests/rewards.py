@@ -48,6 +48,7 @@ import psutil
 
 from loadtests import bench
 from loadtests.harness import service
+from loadtests.metrics_text import has_sample, sample_sum
 from loadtests.stats import final_answer, percentile
 from loadtests.workload import chat_renderer, distinct
 from service.config import Settings
@@ -328,20 +329,16 @@ def table(cfg: dict[str, Any], result: dict[str, Any]) -> str:
 def server_sums(client: httpx.Client) -> dict[str, float] | None:
     """The server's cumulative /get_reward request seconds and queue-wait seconds (None where
     /metrics is not readable, e.g. behind auth)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     try:
         r = client.get("/metrics")
         r.raise_for_status()
     except httpx.HTTPError:
         return None
     sums: dict[str, float] = {}
-    for family in text_string_to_metric_families(r.text):
-        for s in family.samples:
-            if s.name == DURATION_SUM + "_sum" and s.labels.get("endpoint") == "/get_reward":
-                sums["server_s"] = s.value
-            elif s.name == QUEUE_WAIT + "_sum":
-                sums["queue_wait_s"] = s.value
+    if has_sample(r.text, DURATION_SUM + "_sum", endpoint="/get_reward"):
+        sums["server_s"] = sample_sum(r.text, DURATION_SUM + "_sum", endpoint="/get_reward")
+    if has_sample(r.text, QUEUE_WAIT + "_sum"):
+        sums["queue_wait_s"] = sample_sum(r.text, QUEUE_WAIT + "_sum")
     return sums
 
 

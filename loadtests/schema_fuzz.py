@@ -27,9 +27,9 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests import bench, harness
+from loadtests.metrics_text import samples
 
 NAME = "schema_fuzz"
 
@@ -53,10 +53,7 @@ def served(url: str, headers: dict[str, str]) -> Counter[tuple[str, str]]:
     return Counter(
         {
             (s.labels["endpoint"], s.labels["status"]): int(s.value)
-            for family in text_string_to_metric_families(r.text)
-            if family.name == "verifier_requests"
-            for s in family.samples
-            if s.name == "verifier_requests_total"
+            for s in samples(r.text, "verifier_requests_total")
         }
     )
 

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
+from loadtests.metrics_text import sample_sum
 from service.ops.telemetry import Metrics
 from tests.support.deploy import dashboard, dashboard_exprs, dashboard_metrics, exposed_names
-from tests.support.prometheus_text import sample_sum
 
 DS = "${DS_PROMETHEUS}"
 # What the dashboard must show (issue 13): the series behind each required panel.

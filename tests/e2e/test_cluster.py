@@ -23,6 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests.harness import free_port
+from loadtests.metrics_text import sample_sum
 from tests.support.cluster import (
     Cluster,
     Proc,
@@ -38,7 +39,6 @@ from tests.support.cluster import (
     wait_api,
     wait_worker,
 )
-from tests.support.prometheus_text import sample_sum
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from loadtests.metrics_text import has_sample, sample_sum
 from service.config import LimitSettings
-from tests.support.prometheus_text import has_sample, sample_sum
 
 LIMITS = LimitSettings()
 GOOD = {"question": "What is 2+2?", "response": "4"}

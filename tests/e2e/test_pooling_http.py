@@ -25,8 +25,8 @@ import pytest
 
 from loadtests.checkpoints import POISON_WORD, PRM_TAG, build_prm, build_reward
 from loadtests.harness import ROOT, ServerProcess, free_port, verifier
+from loadtests.metrics_text import sample_sum
 from tests.support.pooled_reference import PRMReference, RewardReference
-from tests.support.prometheus_text import sample_sum
 
 TOL = 5e-3
 QUESTION = "Tom has 3 apples and buys 2 more. How many apples does he have?"

@@ -21,8 +21,8 @@ import httpx
 import psutil
 
 from loadtests.harness import ROOT, RedisProcess, ServerProcess, http_ok, verifier
+from loadtests.metrics_text import sample_sum
 from service.engine import reaper
-from tests.support.prometheus_text import sample_sum
 
 _METRICS_PORT = re.compile(r"metrics on port (\d+)")
 

@@ -371,3 +371,22 @@ def test_smoke_values_live_in_the_parser() -> None:
         assert _smoke_overrides(tmp) == [3]
     finally:
         tmp.unlink()
+
+
+def test_the_batch_histogram_is_read_with_prometheus_parser() -> None:
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    from loadtests.queue_latency import batch_histogram
+
+    registry = CollectorRegistry()
+    hist = Histogram("verifier_batch_size", "jobs per batch", buckets=(1, 4), registry=registry)
+    for size in (1, 3, 3, 9):
+        hist.observe(size)
+    got = batch_histogram(generate_latest(registry).decode())
+    assert got == {
+        "1.0": 1.0,
+        "4.0": 3.0,
+        "+Inf": 4.0,
+        "verifier_batch_size_sum": 16.0,
+        "verifier_batch_size_count": 4.0,
+    }

@@ -1,5 +1,5 @@
 """`verifier eval calibration`'s harness on a fake service (httpx.MockTransport), its data
-readers, its table and its plot; the engine-backed run is tests/e2e/test_calibration_eval.py."""
+readers, its table and its plot; the engine-backed run is tests/e2e/test_calibration_http.py."""
 
 from __future__ import annotations
 
