@@ -28,6 +28,7 @@ from service.api.deps import AppState
 from service.api.errors import install_error_handlers
 from service.api.middleware import AuthMiddleware, BodyLimitMiddleware, MetricsMiddleware
 from service.api.routes import (
+    calibrations,
     decisions,
     health,
     judge,
@@ -57,8 +58,10 @@ from service.serving.cache import JudgmentStore, MemoryStore, RedisStore
 from service.serving.context import current_tenant
 from service.serving.handler import JobRunner
 from service.serving.services import Services
+from service.stores import probability_calibrations
 from service.stores.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
 from service.stores.connection import connect
+from service.stores.probability_calibrations import ProbabilityCalibrationStore
 from service.stores.tenants import DEFAULT_TENANT
 
 logger = logging.getLogger(__name__)
@@ -138,6 +141,16 @@ def make_calibrations(settings: Settings, redis: Redis | None) -> CalibrationSto
     if redis is not None:
         return RedisCalibrations(redis, settings.redis.prefix)
     return MemoryCalibrations()
+
+
+def make_probability_calibrations(
+    settings: Settings, redis: Redis | None
+) -> ProbabilityCalibrationStore:
+    """Probability calibrations in Redis when configured, else memory (API process only:
+    the worker fits, the API stores and applies)."""
+    if redis is not None:
+        return probability_calibrations.redis_store(redis, settings.redis.prefix)
+    return probability_calibrations.memory_store()
 
 
 def tie_tolerance(settings: Settings) -> float:
@@ -313,6 +326,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.metrics.watch_queue(state.queue)
     state.redis = make_redis(state.settings)
     state.calibrations = make_calibrations(state.settings, state.redis)
+    state.probability_calibrations = make_probability_calibrations(state.settings, state.redis)
     bring_up = asyncio.create_task(_bring_up(state, app.state.run_worker))
     try:
         yield
@@ -372,6 +386,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(score.router)
     app.include_router(rerank.router)
     app.include_router(mcq.router)
+    app.include_router(calibrations.router)
     app.include_router(reward.router)
     app.include_router(pooling.router)
     app.include_router(decisions.router)

@@ -4,7 +4,9 @@ ServiceError                      (500 internal_error)
  +-- InvalidRequest               422 invalid_request      a field is wrong; names the fix
  |    +-- ContextTooLong          422 context_too_long     prompt + new tokens exceed the model
  |    +-- UnknownCalibration      422 unknown_calibration  no such calibration for this tenant
- |    +-- CalibrationMismatch     422 calibration_mismatch fitted for another method, K or model
+ |    +-- CalibrationMismatch     422 calibration_mismatch fitted for another method, K, target,
+ |    |                                                     mode or model
+ |    +-- CalibrationUnfittable   422 calibration_unfittable the labelled reads cannot be fitted
  |    +-- BudgetTooSmall          422 budget_too_small     the estimate is over max_eval_tokens
  |    +-- NotServedByModel        422 not_served_by_model  the served model's kind cannot answer
  +-- PayloadTooLarge              413 payload_too_large    a text or the body is over the limit
@@ -56,6 +58,10 @@ class UnknownCalibration(InvalidRequest):
 
 class CalibrationMismatch(InvalidRequest):
     type = "calibration_mismatch"
+
+
+class CalibrationUnfittable(InvalidRequest):
+    type = "calibration_unfittable"
 
 
 class BudgetTooSmall(InvalidRequest):

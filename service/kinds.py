@@ -18,6 +18,7 @@ JobKind = Literal[
     "mcq_answer",
     "mcq_batch",
     "mcq_calibrate",
+    "calibrate",
     "mcq_audit",
     "mcq_popmcq",
     "reward",

@@ -28,9 +28,10 @@ from service.errors import (
 )
 from service.kinds import JobKind
 from service.protocol import BudgetInfo, Metered
+from service.protocol.calibrate import ProbabilityCalibration
 from service.protocol.jobs import JOBS
 from service.queue.base import Job, JobQueue, new_job_id
-from service.stores import calibrations
+from service.stores import calibrations, probability_calibrations
 from service.stores.auth import Reservation, reserve, settle
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,21 @@ class JobCall:
             calibration_id,
             method,
             ks,
+            self.state.settings.model_name,
+        )
+
+    async def probability_calibration(
+        self, calibration_id: str | None, target: str, mode: str
+    ) -> ProbabilityCalibration | None:
+        """The probability calibration this request's answer goes through (named, the
+        tenant's default, or none); a named one that is missing or fitted for another
+        target, mode or model is refused before anything is queued or charged."""
+        return await probability_calibrations.applicable(
+            self.state.probability_calibrations,
+            tenant_name(self.request),
+            calibration_id,
+            target,
+            mode,
             self.state.settings.model_name,
         )
 

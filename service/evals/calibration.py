@@ -136,7 +136,8 @@ async def read_example(client: AsyncClient, example: Example, options: dict[str,
 
 def summarize(reads: list[Read], folds: int, n_bins: int, seed: int) -> dict[str, Any]:
     """Fit and score the read logits; the per-item rows carry each method's held-out value."""
-    done = [r for r in reads if r.error is None]
+    # a read without a logit (none of the model's: it cannot be calibrated) drops its label too
+    done = [r for r in reads if r.error is None and r.logit is not None]
     logits = [float(r.logit) for r in done if r.logit is not None]
     labels = [r.example.label for r in done]
     report = calibration.calibrate_binary(logits, labels, folds=folds, n_bins=n_bins, seed=seed)

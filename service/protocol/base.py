@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from service.protocol.limits import Reference
+from service.protocol.limits import Reference, Text
 from service.protocol.textcheck import check_unicode
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,23 @@ def _non_blank(value: str, name: str) -> str:
     if not value.strip():
         raise ValueError(f"{name} must not be empty or whitespace only")
     return value
+
+
+class QuestionResponse(ServiceModel):
+    """One response to one question, both non-empty: what an outcome judgment reads."""
+
+    question: Annotated[str, Text] = Field(description="The problem the response answers.")
+    response: Annotated[str, Text] = Field(description="The candidate answer under judgment.")
+
+    @field_validator("question")
+    @classmethod
+    def _q(cls, v: str) -> str:
+        return _non_blank(v, "question")
+
+    @field_validator("response")
+    @classmethod
+    def _r(cls, v: str) -> str:
+        return _non_blank(v, "response")
 
 
 class ReferenceTexts(ServiceModel):

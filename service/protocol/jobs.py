@@ -18,6 +18,10 @@ from pydantic import BaseModel
 from service.kinds import JOB_KINDS, JobKind
 from service.protocol.audit import AuditRequest, AuditResponse, PopMCQRequest, PopMCQResponse
 from service.protocol.base import Metered
+from service.protocol.calibrate import (
+    ProbabilityCalibrationRequest,
+    ProbabilityCalibrationResponse,
+)
 from service.protocol.compare import CompareRequest, CompareResponse
 from service.protocol.decisions import DecisionRequest, DecisionResponse
 from service.protocol.judge import (
@@ -89,6 +93,7 @@ JOBS: Final[Mapping[JobKind, JobSpec]] = for_every_kind(
             JobSpec("mcq_answer", MCQAnswerRequest, MCQAnswerResponse),
             JobSpec("mcq_batch", MCQBatchRequest, MCQBatchResponse),
             JobSpec("mcq_calibrate", CalibrationRequest, CalibrationResponse),
+            JobSpec("calibrate", ProbabilityCalibrationRequest, ProbabilityCalibrationResponse),
             JobSpec("mcq_audit", AuditRequest, AuditResponse),
             JobSpec("mcq_popmcq", PopMCQRequest, PopMCQResponse),
             JobSpec("reward", RewardRequest, RewardResponse),

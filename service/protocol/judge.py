@@ -10,10 +10,17 @@ from service.protocol.base import (
     BudgetOptions,
     JudgeMode,
     Metered,
+    QuestionResponse,
     ReferenceTexts,
     ServiceModel,
     Usage,
     _non_blank,
+)
+from service.protocol.calibrate import (
+    CalibratedFields,
+    CalibrationChoice,
+    CalibrationInfo,
+    check_outcome_method,
 )
 from service.protocol.compare import CompareSpec, CompareSummary
 from service.protocol.limits import (
@@ -106,22 +113,10 @@ class RuleInfo(BaseModel):
 DecidedBy = Literal["rule", "model"]
 
 
-class OutcomeRequest(JudgeOptions, ReferenceOptions):
+class OutcomeRequest(JudgeOptions, ReferenceOptions, CalibrationChoice, QuestionResponse):
     """POST /v1/judge/outcome."""
 
-    question: Annotated[str, Text] = Field(description="The problem the response answers.")
-    response: Annotated[str, Text] = Field(description="The candidate answer under judgment.")
     return_rationale: bool = False
-
-    @field_validator("question")
-    @classmethod
-    def _q(cls, v: str) -> str:
-        return _non_blank(v, "question")
-
-    @field_validator("response")
-    @classmethod
-    def _r(cls, v: str) -> str:
-        return _non_blank(v, "response")
 
 
 class SampleJudgment(BaseModel):
@@ -139,14 +134,18 @@ class SampleJudgment(BaseModel):
 
 class _OutcomeFields(BaseModel):
     score: float | None = Field(
-        description="P(correct) = sigmoid(logit); a rule decision is 1 or 0; null when "
+        description="P(correct) = sigmoid(logit), through the calibration when one applies "
+        "(then raw_score holds sigmoid(logit)); a rule decision is 1 or 0; null when "
         "verifier=rule could not decide."
     )
     logit: float | None = Field(
         description="logp('1') - logp('0'); for several samples logit(score); null when no "
         "model judged."
     )
-    verdict: int | None = Field(description="1 if score >= 0.5 else 0; null with the score.")
+    verdict: int | None = Field(
+        description="1 if score >= 0.5 else 0 (the calibrated score, when calibrated); null "
+        "with the score."
+    )
     reward: float | None = Field(
         default=None,
         description="A pooling reward model's reward (a one-logit head's value; with classes, "
@@ -162,7 +161,7 @@ class _OutcomeFields(BaseModel):
     samples: list[SampleJudgment] | None = None
 
 
-class OutcomeResponse(Metered, _OutcomeFields):
+class OutcomeResponse(Metered, CalibratedFields, _OutcomeFields):
     pass
 
 
@@ -350,7 +349,7 @@ class ScoreOptions(JudgeOptions, ProcessOptions, ReferenceOptions):
         return self.samples if self.mode == "reasoning" else 1
 
 
-class ScoreRequest(ScoreOptions):
+class ScoreRequest(ScoreOptions, CalibrationChoice):
     """POST /v1/score: many responses to one question."""
 
     question: Annotated[str, Text]
@@ -370,6 +369,7 @@ class ScoreRequest(ScoreOptions):
 
     @model_validator(mode="after")
     def _compare_fits(self) -> ScoreRequest:
+        check_outcome_method(self.method, self.calibration_id)
         if self.method == "compare":
             self.compare_spec().check_compare(len(self.responses), self.compare_samples())
         return self
@@ -378,6 +378,11 @@ class ScoreRequest(ScoreOptions):
 class ScoreResult(BaseModel):
     index: int
     outcome: float | None = None
+    raw_outcome: float | None = Field(
+        default=None,
+        description="The model's raw P(correct) when a calibration mapped `outcome` (and "
+        "`final`); null otherwise.",
+    )
     process: float | None = None
     compare: float | None = Field(
         default=None, description="method='compare': the response's compare reward."
@@ -417,6 +422,11 @@ class _ScoreFields(BaseModel):
     comparison: CompareSummary | None = Field(
         default=None, description="method='compare': the comparison behind the finals."
     )
+    calibration: CalibrationInfo | None = Field(
+        default=None,
+        description="The calibration the outcome scores went through (method='outcome'); "
+        "the ranking is the raw one (the map is monotone).",
+    )
 
 
 class ScoreResponse(Metered, _ScoreFields):
@@ -427,7 +437,7 @@ class RerankDocument(BaseModel):
     text: Annotated[str, Text]
 
 
-class RerankRequest(ScoreOptions):
+class RerankRequest(ScoreOptions, CalibrationChoice):
     """Cohere/Jina rerank shape plus verifier options (`query` is the question)."""
 
     model: str | None = None
@@ -443,6 +453,7 @@ class RerankRequest(ScoreOptions):
 
     @model_validator(mode="after")
     def _documents(self) -> RerankRequest:
+        check_outcome_method(self.method, self.calibration_id)
         # Checked when parsed: the ScoreRequest the worker builds from it refused a blank
         # document there, as a 500.
         for i, text in enumerate(self.texts()):
@@ -462,6 +473,11 @@ class RerankResult(BaseModel):
     relevance_score: float = Field(
         description="The final score (0 when verifier=rule could not decide: ranked last)."
     )
+    raw_score: float | None = Field(
+        default=None,
+        description="The model's raw P(correct) when a calibration mapped relevance_score "
+        "(method='outcome'); absent otherwise.",
+    )
     document: RerankDocument | None = None
     decided_by: DecidedBy | None = None
     rule: RuleInfo | None = None
@@ -477,6 +493,11 @@ class _RerankFields(BaseModel):
     results: list[RerankResult]
     ties: Ties = []
     tie_tolerance: TieTolerance = 0.0
+    calibration: CalibrationInfo | None = Field(
+        default=None,
+        description="The calibration the relevance scores went through (method='outcome'); "
+        "the order is the raw one (the map is monotone). Absent: raw.",
+    )
     meta: RerankMeta
 
 

@@ -12,13 +12,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from service.protocol.base import BudgetInfo, JudgeMode, Metered, ServiceModel, Usage, _non_blank
+from service.protocol.base import BudgetInfo, JudgeMode, Metered, Usage, _non_blank
+from service.protocol.calibrate import CalibrationChoice, CalibrationInfo, check_outcome_method
 from service.protocol.compare import CompareSpec
 from service.protocol.judge import VerifierKind
 from service.protocol.limits import Bounded, Documents, ReasoningTokens, Reference, Texts
 
 
-class RewardRequest(ServiceModel):
+class RewardRequest(CalibrationChoice):
     """POST /get_reward. The last four fields are this service's; unset, the settings apply."""
 
     query: Annotated[list[str], Texts, Documents] = Field(
@@ -89,6 +90,7 @@ class RewardRequest(ServiceModel):
                 f"verifier={self.verifier!r} with method='compare': a comparison is read by the "
                 "model (each group's label is shown to it); use verifier='model' or unset"
             )
+        check_outcome_method(self.method, self.calibration_id)
         if self.method != "compare" and self.compare is not None:
             raise ValueError("compare options apply to method='compare' only")
         if self.method == "compare":
@@ -133,8 +135,13 @@ class _RewardFields(BaseModel):
         default_factory=dict,
         description="Per query: `verifier_logit` (the model's logp('1') - logp('0'); +-1e4 "
         "for a rule decision or an empty response; 0 undecided), `decided_by_rule` (1/0), "
-        "`rule_equivalent` (1/0; 0 also when undecided), `model_score` (the model's P(correct) "
-        "where it judged, 0 where it did not).",
+        "`decided_by_model` (1/0), `rule_equivalent` (1/0; 0 also when undecided), "
+        "`model_score` (the model's raw P(correct) where it judged, 0 where it did not).",
+    )
+    calibration: CalibrationInfo | None = Field(
+        default=None,
+        description="The calibration the model-decided scores went through (then "
+        "extra_logs.model_score holds the raw ones); null: raw.",
     )
 
 

@@ -111,6 +111,33 @@ class Platt:
 Calibrator = Identity | Temperature | Platt
 
 
+def calibrator_of(method: str, parameters: dict[str, Any]) -> Calibrator:
+    """The map a stored calibration names (its ``parameters()``), to apply it again.
+
+    Example:
+        >>> calibrator_of("platt", {"a": 0.5, "b": -1.0}).apply(np.array([4.0])).tolist()
+        [1.0]
+    """
+    if method == "temperature":
+        return Temperature(t=float(parameters["temperature"]))
+    if method == "platt":
+        return Platt(a=float(parameters["a"]), b=float(parameters["b"]))
+    if method == "raw":
+        return Identity()
+    raise CalibrationInputError(f"unknown calibration method {method!r}")
+
+
+def calibrated_probability(method: str, parameters: dict[str, Any], logit: float) -> float:
+    """One raw logit through a stored map: ``sigmoid(map(logit))``.
+
+    Example:
+        >>> calibrated_probability("temperature", {"temperature": 2.0}, 0.0)
+        0.5
+    """
+    z = calibrator_of(method, parameters).apply(np.array([logit], dtype=np.float64))
+    return float(special.expit(z[0]))
+
+
 def probabilities(calibrated_logits: Floats) -> Floats:
     """``sigmoid`` of calibrated binary logits."""
     return np.asarray(special.expit(calibrated_logits), dtype=np.float64)

@@ -37,6 +37,7 @@ RUNS: Final[Mapping[JobKind, Run]] = for_every_kind(
         "mcq_answer": lambda s, r: s.mcq.answer(r),
         "mcq_batch": lambda s, r: s.mcq.answer_batch(r),
         "mcq_calibrate": lambda s, r: s.mcq.calibrate(r),
+        "calibrate": lambda s, r: s.calibrate.fit(r),
         "mcq_audit": lambda s, r: s.audit.run(r),
         "mcq_popmcq": lambda s, r: s.popmcq.run(r),
         "reward": lambda s, r: s.reward.reward(r),

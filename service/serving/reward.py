@@ -155,6 +155,7 @@ def _extra_logs(results: list[OutcomeResponse | None]) -> dict[str, list[float]]
     by_model = [r is not None and r.decided_by == "model" for r in results]
     return {
         "decided_by_rule": [float(r is not None and r.decided_by == "rule") for r in results],
+        "decided_by_model": [float(m) for m in by_model],
         "rule_equivalent": [
             float(r is not None and r.rule is not None and bool(r.rule.equivalent)) for r in results
         ],

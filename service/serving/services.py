@@ -14,6 +14,7 @@ from service.ops.aio import CLOSE_TIMEOUT_S, bounded
 from service.scoring.ties import DTYPE_TOLERANCE
 from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
+from service.serving.calibrate import CalibrationServing
 from service.serving.compare import CompareServing
 from service.serving.decisions import DecisionServing
 from service.serving.mcq import MCQServing
@@ -45,6 +46,7 @@ class Services:
     rules: RuleVerifier
     decisions: DecisionServing
     compare: CompareServing
+    calibrate: CalibrationServing
     judgments: JudgmentStore | None = None
 
     @classmethod
@@ -95,6 +97,7 @@ class Services:
             rules=verifier,
             decisions=DecisionServing(engine, model_name, mcq_calibrations),
             compare=compare,
+            calibrate=CalibrationServing(outcome, model_name),
             judgments=judgments,
         )
 

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from service.evals.cli import eval_app
 from service.evals.data import load_gsm8k_solutions
+from tests.support.calibration_math import by_hand_bins, pairwise_auroc
 
 pytestmark = pytest.mark.engine
 
@@ -27,26 +28,6 @@ N = 16  # 4 questions' solutions: 5 correct, 11 wrong
 FIRST_QUESTION = 1200
 FOLDS = 2
 BINS = 4
-
-
-def by_hand_bins(probs: np.ndarray, labels: np.ndarray, n_bins: int) -> list[dict[str, Any]]:
-    """Equal-mass bins written out: sorted by probability, the first n % B bins one larger."""
-    order = np.argsort(probs, kind="stable")
-    sizes = [len(probs) // n_bins + (1 if b < len(probs) % n_bins else 0) for b in range(n_bins)]
-    bins, at = [], 0
-    for size in sizes:
-        idx = order[at : at + size]
-        at += size
-        bins.append(
-            {"count": size, "mean_predicted": probs[idx].mean(), "observed": labels[idx].mean()}
-        )
-    return bins
-
-
-def pairwise_auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    pos, neg = scores[labels == 1], scores[labels == 0]
-    wins = sum(float(p > n) + 0.5 * float(p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
 
 
 def test_calibration_report_recomputes_from_its_reads(

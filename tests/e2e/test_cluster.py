@@ -8,6 +8,7 @@ file order; each test leaves at least one live worker behind or starts a replace
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -17,13 +18,16 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtests.harness import free_port
 from loadtests.metrics_text import sample_sum
+from service.stores.keys import RedisNames
 from tests.support.cluster import (
     Cluster,
     Proc,
@@ -187,6 +191,18 @@ def test_calibrations_are_per_tenant_and_outlive_an_api_restart(cluster: Cluster
     assert refused.status_code == 422
     assert refused.json()["error"]["type"] == "unknown_calibration"
     assert httpx.delete(cluster.url + path, headers=beta).status_code == 404
+    pcal = fit_probability_calibration(cluster.url, alpha)
+    ppath = f"/v1/calibrations/{pcal['id']}"
+    assert httpx.get(cluster.url + ppath, headers=beta).status_code == 404
+    listed = httpx.get(f"{cluster.url}/v1/calibrations", headers=beta).json()["data"]
+    assert pcal["id"] not in [c["id"] for c in listed]
+    puse = {**PROBE, "calibration_id": pcal["id"]}
+    refused = httpx.post(f"{cluster.url}/v1/judge/outcome", json=puse, headers=beta, timeout=300)
+    assert refused.json()["error"]["type"] == "unknown_calibration"
+    assert httpx.delete(cluster.url + ppath, headers=beta).status_code == 404
+    mark = {"calibration_id": pcal["id"]}
+    default = httpx.put(f"{cluster.url}/v1/calibrations/defaults/outcome", json=mark, headers=beta)
+    assert default.status_code == 404
     # Restart the second API process: the calibration lives in Redis, not in the process.
     old = cluster.apis[1]
     old.stop()
@@ -202,6 +218,44 @@ def test_calibrations_are_per_tenant_and_outlive_an_api_restart(cluster: Cluster
     used = httpx.post(f"{url}/v1/mcq/answer", json=use, headers=alpha, timeout=300)
     assert used.status_code == 200, used.text
     assert used.json()["debias"]["calibration_id"] == cal["id"]
+    assert httpx.get(url + ppath, headers=alpha).json()["parameters"] == pcal["parameters"]
+    pused = httpx.post(f"{url}/v1/judge/outcome", json=puse, headers=alpha, timeout=300)
+    assert pused.status_code == 200, pused.text
+    assert pused.json()["calibration"]["id"] == pcal["id"]
+    # The record names the model it was read on: on another model it is refused.
+    other = {**pcal, "id": pcal["id"] + "x", "model": "another-model"}
+    names = RedisNames(cluster.env["VERIFIER_REDIS__PREFIX"])
+    with redis.Redis(port=cluster.redis_port) as r:
+        r.set(names.probability_calibration("alpha", other["id"]), json.dumps(other))
+    wrong = {**PROBE, "calibration_id": other["id"]}
+    refused = httpx.post(f"{url}/v1/judge/outcome", json=wrong, headers=alpha, timeout=300)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["type"] == "calibration_mismatch"
+    assert "another-model" in refused.json()["error"]["message"]
+
+
+PROBE = {"question": "What is 4 + 4?", "response": "4 + 4 = 8."}
+
+
+def fit_probability_calibration(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """A temperature fit on 10 small labelled sums (every other one wrong)."""
+    examples = [
+        {
+            "question": f"What is {i} + {i}?",
+            "response": f"{i} + {i} = {2 * i + i % 2}.",
+            "label": 1 - i % 2,
+        }
+        for i in range(10)
+    ]
+    fit = httpx.post(
+        url + "/v1/calibrations",
+        json={"target": "outcome", "examples": examples},
+        headers=headers,
+        timeout=300,
+    )
+    assert fit.status_code == 200, fit.text
+    cal: dict[str, Any] = fit.json()
+    return cal
 
 
 def test_idempotency_key_returns_the_stored_result(cluster: Cluster) -> None:

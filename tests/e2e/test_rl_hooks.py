@@ -123,7 +123,13 @@ def test_openrlhf_separator_and_empty_calls(server: Any) -> None:
     assert out["scores"] == pytest.approx(outcome_scores(server.url, [(f"Q: {QUESTION}", RIGHT)]))
     # With several reward URLs some calls carry empty lists.
     empty = openrlhf_call(server.url, {"query": [], "prompts": [], "labels": []})
-    assert empty == {"rewards": [], "scores": [], "extra_logs": {}, "usage": empty["usage"]}
+    assert empty == {
+        "rewards": [],
+        "scores": [],
+        "extra_logs": {},
+        "calibration": None,
+        "usage": empty["usage"],
+    }
 
 
 def test_openrlhf_unsplittable_query_is_a_typed_422(server: Any) -> None:

@@ -414,7 +414,7 @@ async def test_pride_debias_with_a_stored_calibration(tokenizer: Any) -> None:
     store = MemoryCalibrations()
     prior = [0.5, 0.2, 0.2, 0.1]
     cal = Calibration(
-        id="cal_p",
+        id="cal_pride_test",
         method="pride",
         model="m",
         k=4,
@@ -426,11 +426,15 @@ async def test_pride_debias_with_a_stored_calibration(tokenizer: Any) -> None:
     await store.put("t1", cal)
     current_tenant.set("t1")
     serving = DecisionServing(SmallEngine(tokenizer), "m", store)
-    resp = await serving.decide(request(questions=[FOUR], debias="pride", calibration_id="cal_p"))
+    resp = await serving.decide(
+        request(questions=[FOUR], debias="pride", calibration_id="cal_pride_test")
+    )
     letters = debias.softmax([-1.0 - i for i in range(4)])
     assert probs_of(resp) == pytest.approx(debias.pride(letters, prior))
     with pytest.raises(CalibrationMismatch, match="fitted for 4 options"):
-        await serving.decide(request(questions=[CHOICE], debias="pride", calibration_id="cal_p"))
+        await serving.decide(
+            request(questions=[CHOICE], debias="pride", calibration_id="cal_pride_test")
+        )
     with pytest.raises(UnknownCalibration):
         await serving.decide(request(questions=[FOUR], debias="pride", calibration_id="nope"))
     with pytest.raises(ValidationError, match="debias='pride' needs calibration_id"):

@@ -42,6 +42,13 @@ REQUESTS: dict[JobKind, dict[str, Any]] = {
     "mcq_answer": dict(MCQ),
     "mcq_batch": {"items": [MCQ]},
     "mcq_calibrate": {"method": "pride", "items": [MCQ]},
+    "calibrate": {
+        "target": "outcome",
+        # 5 folds need 5 of each label, and each fold's training split 8 examples
+        "examples": [{"question": Q, "response": A, "label": i % 2, **REF} for i in range(10)],
+        "mode": "reasoning",
+        "reasoning_tokens": 64,
+    },
     "mcq_audit": {"items": [{**MCQ, "answer_index": 0}], "reasoning_tokens": 64},
     "mcq_popmcq": {
         "items": [
@@ -79,6 +86,7 @@ KINDS: dict[JobKind, set[LimitKind]] = {
     "mcq_answer": {"text"},
     "mcq_batch": {"text", "documents"},
     "mcq_calibrate": {"text", "documents"},
+    "calibrate": {"text", "reference", "documents", "reasoning_tokens"},
     "mcq_audit": {"text", "documents", "reasoning_tokens"},
     "mcq_popmcq": {"text", "documents"},
     "reward": {"text", "reference", "documents", "reasoning_tokens"},
@@ -90,7 +98,7 @@ KINDS: dict[JobKind, set[LimitKind]] = {
 
 # Small limits, so that over each one is cheap; the defaults of every request are within them.
 LIMITS = LimitSettings(
-    max_text_chars=80, max_documents=5, max_steps=70, max_samples=3, max_reasoning_tokens=300
+    max_text_chars=80, max_documents=12, max_steps=70, max_samples=3, max_reasoning_tokens=300
 )
 EXPECTED: dict[LimitKind, tuple[int, str, str]] = {
     "text": (413, "payload_too_large", "VERIFIER_LIMITS__MAX_TEXT_CHARS"),
@@ -206,7 +214,7 @@ def test_the_schema_states_each_limit_as_the_running_settings_make_it() -> None:
     settings = Settings(limits=LIMITS)
     schemas = create_app(settings).openapi()["components"]["schemas"]
     query = schemas["RewardRequest"]["properties"]["query"]
-    assert (query["maxItems"], query["x-limit"]) == (5, "VERIFIER_LIMITS__MAX_DOCUMENTS")
+    assert (query["maxItems"], query["x-limit"]) == (12, "VERIFIER_LIMITS__MAX_DOCUMENTS")
     assert query["items"]["maxLength"] == 80
     assert query["items"]["x-limit"] == "VERIFIER_LIMITS__MAX_TEXT_CHARS"
     (tokens, _) = schemas["RewardRequest"]["properties"]["reasoning_tokens"]["anyOf"]

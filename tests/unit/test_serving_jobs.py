@@ -326,6 +326,21 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
         {"method": "pride", "items": [ITEM]},
         {"method": "contextual", "items": [ITEM]},
     ],
+    "calibrate": [
+        {
+            "target": "outcome",
+            "examples": [
+                {"question": Q, "response": RESPONSE, "label": i % 2, **REFERENCE}
+                for i in range(10)
+            ],
+        },
+        {
+            "target": "outcome",
+            "examples": [{"question": Q, "response": RESPONSE, "label": i % 2} for i in range(10)],
+            "mode": "reasoning",
+            "reasoning_tokens": 30,
+        },
+    ],
     "mcq_audit": [
         {"items": [{**ITEM, "answer_index": 1}]},
         {"items": [{**ITEM, "answer_index": 1}], "reasoning_tokens": 30},
@@ -431,6 +446,7 @@ async def test_reward_judges_each_query_and_scores_an_empty_response_zero(tokeni
     assert b["rewards"] == b["scores"] == pytest.approx([sigmoid(1.5), 0.0])
     assert b["extra_logs"] == {
         "decided_by_rule": [0.0, 0.0],
+        "decided_by_model": [1.0, 0.0],
         "rule_equivalent": [0.0, 0.0],
         "model_score": [pytest.approx(sigmoid(1.5)), 0.0],
         "verifier_logit": [1.5, -1e4],  # a certain 0: -inf clamped for JSON

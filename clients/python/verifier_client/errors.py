@@ -15,6 +15,7 @@ VerifierError
       |    |    +-- BudgetTooSmallError         budget_too_small
       |    |    +-- UnknownCalibrationError     unknown_calibration
       |    |    +-- CalibrationMismatchError    calibration_mismatch
+      |    |    +-- CalibrationUnfittableError  calibration_unfittable
       |    |    +-- NotServedByModelError       not_served_by_model
       |    +-- ClientDisconnectedError  499 client_disconnected (the service's log only: the
       |    |                            caller had hung up)
@@ -51,6 +52,7 @@ __all__ = [
     "BadRequestError",
     "BudgetTooSmallError",
     "CalibrationMismatchError",
+    "CalibrationUnfittableError",
     "ClientDisconnectedError",
     "ContextTooLongError",
     "DeadlineExceededError",
@@ -153,6 +155,10 @@ class CalibrationMismatchError(InvalidRequestError):
     pass
 
 
+class CalibrationUnfittableError(InvalidRequestError):
+    pass
+
+
 class NotServedByModelError(InvalidRequestError):
     pass
 
@@ -224,6 +230,7 @@ _BY_TYPE: dict[str, type[APIStatusError]] = {
     "budget_too_small": BudgetTooSmallError,
     "unknown_calibration": UnknownCalibrationError,
     "calibration_mismatch": CalibrationMismatchError,
+    "calibration_unfittable": CalibrationUnfittableError,
     "not_served_by_model": NotServedByModelError,
     "overloaded": OverloadedError,
     "quota_exhausted": QuotaExhaustedError,

@@ -128,6 +128,37 @@ class CalibrationCost(BaseModel):
     tokens: Annotated[int, Field(title="Tokens")]
 
 
+class CalibrationDefault(BaseModel):
+    """
+    PUT /v1/calibrations/defaults/{target}.
+    """
+
+    calibration_id: Annotated[str, Field(title="Calibration Id")]
+
+
+Object = TypeAliasType("Object", Annotated[Literal["calibration.defaults"], Field(title="Object")])
+
+
+class CalibrationDefaults(BaseModel):
+    defaults: Annotated[dict[str, str], Field(title="Defaults")]
+    """
+    target -> the tenant's default calibration id.
+    """
+    object: Annotated[Literal["calibration.defaults"], Field(title="Object")] = (
+        "calibration.defaults"
+    )
+
+
+class CalibrationInfo(BaseModel):
+    """
+    Which calibration an answer's probability went through (absent: the raw read).
+    """
+
+    id: Annotated[str, Field(title="Id")]
+    method: Annotated[Literal["temperature", "platt"], Field(title="Method")]
+    parameters: Annotated[dict[str, float | bool], Field(title="Parameters")]
+
+
 K3 = TypeAliasType("K3", Annotated[int, Field(ge=2, le=10, title="K")])
 """
 contextual without items: the number of options.
@@ -624,7 +655,7 @@ class MCQItem(BaseModel):
 Type10 = TypeAliasType("Type10", Annotated[Literal["message"], Field(title="Type")])
 
 
-Object1 = TypeAliasType("Object1", Annotated[Literal["model"], Field(title="Object")])
+Object2 = TypeAliasType("Object2", Annotated[Literal["model"], Field(title="Object")])
 
 
 class ModelCard(BaseModel):
@@ -657,12 +688,40 @@ class ModelCard(BaseModel):
     """
 
 
-Object2 = TypeAliasType("Object2", Annotated[Literal["list"], Field(title="Object")])
+Object3 = TypeAliasType("Object3", Annotated[Literal["list"], Field(title="Object")])
 
 
 class ModelList(BaseModel):
     data: Annotated[list[ModelCard], Field(title="Data")]
     object: Annotated[Literal["list"], Field(title="Object")] = "list"
+
+
+class OutcomeExample(BaseModel):
+    """
+    One labelled judgment: the request an outcome call would send, and whether the response
+    is correct (1) or not (0).
+    """
+
+    criteria: Annotated[str | None, Field(title="Criteria")] = None
+    """
+    What counts as correct (rubric text); shown to the model.
+    """
+    label: Annotated[int, Field(title="Label")]
+    """
+    1: the response is correct; 0: it is not.
+    """
+    question: Annotated[str, Field(title="Question")]
+    """
+    The problem the response answers.
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    """
+    The gold answer, or a reference solution (its final answer is compared).
+    """
+    response: Annotated[str, Field(title="Response")]
+    """
+    The candidate answer under judgment.
+    """
 
 
 MaxEvalTokens14 = TypeAliasType(
@@ -693,6 +752,10 @@ class OutcomeRequest(BaseModel):
     cache: Annotated[bool, Field(title="Cache")] = True
     """
     Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
+    """
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    A probability calibration of this tenant (POST /v1/calibrations) to map the score through; 'none' for the raw read. Unset: the tenant's default for this target, when one is marked and was fitted for this mode and model.
     """
     criteria: Annotated[str | None, Field(title="Criteria")] = None
     """
@@ -911,6 +974,79 @@ class PredicateQuestion(BaseModel):
     type: Annotated[Literal["predicate"], Field(title="Type")]
 
 
+Binning = TypeAliasType("Binning", Annotated[Literal["equal_mass"], Field(title="Binning")])
+
+
+Object6 = TypeAliasType("Object6", Annotated[Literal["calibration"], Field(title="Object")])
+
+
+Target = TypeAliasType("Target", Annotated[Literal["outcome"], Field(title="Target")])
+
+
+Object7 = TypeAliasType("Object7", Annotated[Literal["list"], Field(title="Object")])
+
+
+Target1 = TypeAliasType("Target1", Annotated[Literal["outcome"], Field(title="Target")])
+"""
+What the calibration applies to.
+"""
+
+
+class ProbabilityCalibrationRequest(BaseModel):
+    """
+    POST /v1/calibrations: read the judge on labelled examples through the ordinary serving
+    path (the prompts a later request with the same mode and budget uses), fit, store.
+    """
+
+    bins: Annotated[int, Field(ge=2, le=50, title="Bins")] = 10
+    """
+    Equal-mass bins of the ECE.
+    """
+    cache: Annotated[bool, Field(title="Cache")] = True
+    """
+    Read through the judgment cache.
+    """
+    default: Annotated[bool, Field(title="Default")] = False
+    """
+    Make it this tenant's default for its target: applied to every answer of that target that names no calibration_id.
+    """
+    examples: Annotated[list[OutcomeExample], Field(min_length=8, title="Examples")]
+    """
+    Labelled examples, at least 8 with both labels present (each fold of the cross-validation needs both too).
+    """
+    folds: Annotated[int, Field(ge=2, le=20, title="Folds")] = 5
+    """
+    k of the k-fold cross-validation.
+    """
+    method: Annotated[Literal["temperature", "platt"], Field(title="Method")] = "temperature"
+    """
+    temperature: sigmoid(logit / T); platt: sigmoid(a * logit + b), a > 0.
+    """
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
+    """
+    The judging mode the calibration is fitted and used in.
+    """
+    name: Annotated[str, Field(max_length=200, title="Name")] = ""
+    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
+    """
+    Rationale budget per judgment (reasoning mode).
+    """
+    seed: Annotated[int, Field(title="Seed")] = 0
+    """
+    Seed of the stratified fold assignment.
+    """
+    target: Annotated[Literal["outcome"], Field(title="Target")]
+    """
+    What the calibration applies to.
+    """
+
+
+Object8 = TypeAliasType("Object8", Annotated[Literal["calibration"], Field(title="Object")])
+
+
+Target2 = TypeAliasType("Target2", Annotated[Literal["outcome"], Field(title="Target")])
+
+
 MaxEvalTokens18 = TypeAliasType(
     "MaxEvalTokens18", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
@@ -1064,6 +1200,19 @@ class Regression(BaseModel):
     warnings: Annotated[list[str] | None, Field(title="Warnings")] = None
 
 
+class ReliabilityBin(BaseModel):
+    """
+    One equal-mass bin: its size, mean predicted probability, observed frequency of label 1,
+    and its smallest and largest prediction.
+    """
+
+    count: Annotated[int, Field(title="Count")]
+    lower: Annotated[float, Field(title="Lower")]
+    mean_predicted: Annotated[float, Field(title="Mean Predicted")]
+    observed: Annotated[float, Field(title="Observed")]
+    upper: Annotated[float, Field(title="Upper")]
+
+
 class RerankDocument(BaseModel):
     text: Annotated[str, Field(title="Text")]
 
@@ -1107,6 +1256,10 @@ class RerankRequest(BaseModel):
     cache: Annotated[bool, Field(title="Cache")] = True
     """
     Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
+    """
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    A probability calibration of this tenant (POST /v1/calibrations) to map the score through; 'none' for the raw read. Unset: the tenant's default for this target, when one is marked and was fitted for this mode and model.
     """
     compare: CompareSpec | None = None
     """
@@ -1170,8 +1323,8 @@ class RerankRequest(BaseModel):
     """
 
 
-ReasoningTokens9 = TypeAliasType(
-    "ReasoningTokens9", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+ReasoningTokens12 = TypeAliasType(
+    "ReasoningTokens12", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
 )
 """
 Default VERIFIER_REWARD__REASONING_TOKENS.
@@ -1184,6 +1337,10 @@ class RewardRequest(BaseModel):
     """
 
     cache: Annotated[bool, Field(title="Cache")] = True
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    A probability calibration of this tenant (POST /v1/calibrations) to map the score through; 'none' for the raw read. Unset: the tenant's default for this target, when one is marked and was fitted for this mode and model.
+    """
     compare: CompareSpec | None = None
     """
     method='compare': how (default pairwise, both orders).
@@ -1212,7 +1369,7 @@ class RewardRequest(BaseModel):
     """
     Prompt + response, decoded.
     """
-    reasoning_tokens: Annotated[ReasoningTokens9 | None, Field(title="Reasoning Tokens")] = None
+    reasoning_tokens: Annotated[ReasoningTokens12 | None, Field(title="Reasoning Tokens")] = None
     """
     Default VERIFIER_REWARD__REASONING_TOKENS.
     """
@@ -1338,6 +1495,10 @@ class ScoreRequest(BaseModel):
     """
     Answer identical judgments (greedy or seeded) from the judgment cache; false scores every judgment afresh.
     """
+    calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
+    """
+    A probability calibration of this tenant (POST /v1/calibrations) to map the score through; 'none' for the raw read. Unset: the tenant's default for this target, when one is marked and was fitted for this mode and model.
+    """
     compare: CompareSpec | None = None
     """
     method='compare': how (mode, aggregation, debias, ...); default pairwise with both orders and a Bradley-Terry fit. mode='reasoning' writes a comparison of reasoning_tokens before each read.
@@ -1415,6 +1576,10 @@ class ScoreResult(BaseModel):
     n_steps: Annotated[int | None, Field(title="N Steps")] = None
     outcome: Annotated[float | None, Field(title="Outcome")] = None
     process: Annotated[float | None, Field(title="Process")] = None
+    raw_outcome: Annotated[float | None, Field(title="Raw Outcome")] = None
+    """
+    The model's raw P(correct) when a calibration mapped `outcome` (and `final`); null otherwise.
+    """
     rule: RuleInfo | None = None
     """
     The rule check, when one ran.
@@ -1538,6 +1703,27 @@ class Calibration(BaseModel):
 
 class CalibrationList(BaseModel):
     data: Annotated[list[Calibration], Field(title="Data")]
+
+
+class CalibrationMetrics(BaseModel):
+    """
+    Binary calibration figures of one set of probabilities against labels.
+    """
+
+    auroc: Annotated[float | None, Field(title="Auroc")]
+    base_rate: Annotated[float, Field(title="Base Rate")]
+    bins: Annotated[list[ReliabilityBin], Field(title="Bins")]
+    """
+    The reliability bins the ECE is read from.
+    """
+    brier: Annotated[float | None, Field(title="Brier")]
+    ece: Annotated[float | None, Field(title="Ece")]
+    """
+    Expected calibration error over the equal-mass bins.
+    """
+    mean_probability: Annotated[float, Field(title="Mean Probability")]
+    n: Annotated[int, Field(title="N")]
+    nll: Annotated[float | None, Field(title="Nll")]
 
 
 class CalibrationRequest(BaseModel):
@@ -1819,6 +2005,10 @@ class Message(BaseModel):
 
 class OutcomeResponse(BaseModel):
     budget: BudgetInfo | None = None
+    calibration: CalibrationInfo | None = None
+    """
+    The calibration `score` went through; null: none.
+    """
     decided_by: Annotated[Literal["rule", "model"] | None, Field(title="Decided By")] = None
     """
     rule or model; null when verifier=rule could not decide.
@@ -1830,6 +2020,10 @@ class OutcomeResponse(BaseModel):
     mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
     model: Annotated[str, Field(title="Model")]
     rationale: Annotated[str | None, Field(title="Rationale")] = None
+    raw_score: Annotated[float | None, Field(title="Raw Score")] = None
+    """
+    The model's raw probability, sigmoid(logit), when a calibration mapped `score`; null otherwise (then `score` is the raw read).
+    """
     reward: Annotated[float | None, Field(title="Reward")] = None
     """
     A pooling reward model's reward (a one-logit head's value; with classes, the positive class's log-odds); null on a generative judge.
@@ -1841,12 +2035,12 @@ class OutcomeResponse(BaseModel):
     samples: Annotated[list[SampleJudgment] | None, Field(title="Samples")] = None
     score: Annotated[float | None, Field(title="Score")]
     """
-    P(correct) = sigmoid(logit); a rule decision is 1 or 0; null when verifier=rule could not decide.
+    P(correct) = sigmoid(logit), through the calibration when one applies (then raw_score holds sigmoid(logit)); a rule decision is 1 or 0; null when verifier=rule could not decide.
     """
     usage: Usage
     verdict: Annotated[int | None, Field(title="Verdict")]
     """
-    1 if score >= 0.5 else 0; null with the score.
+    1 if score >= 0.5 else 0 (the calibrated score, when calibrated); null with the score.
     """
 
 
@@ -1965,6 +2159,10 @@ class RerankResult(BaseModel):
     decided_by: Annotated[Literal["rule", "model"] | None, Field(title="Decided By")] = None
     document: RerankDocument | None = None
     index: Annotated[int, Field(title="Index")]
+    raw_score: Annotated[float | None, Field(title="Raw Score")] = None
+    """
+    The model's raw P(correct) when a calibration mapped relevance_score (method='outcome'); absent otherwise.
+    """
     relevance_score: Annotated[float, Field(title="Relevance Score")]
     """
     The final score (0 when verifier=rule could not decide: ranked last).
@@ -1973,9 +2171,13 @@ class RerankResult(BaseModel):
 
 
 class RewardResponse(BaseModel):
+    calibration: CalibrationInfo | None = None
+    """
+    The calibration the model-decided scores went through (then extra_logs.model_score holds the raw ones); null: raw.
+    """
     extra_logs: Annotated[dict[str, list[float]] | None, Field(title="Extra Logs")] = None
     """
-    Per query: `verifier_logit` (the model's logp('1') - logp('0'); +-1e4 for a rule decision or an empty response; 0 undecided), `decided_by_rule` (1/0), `rule_equivalent` (1/0; 0 also when undecided), `model_score` (the model's P(correct) where it judged, 0 where it did not).
+    Per query: `verifier_logit` (the model's logp('1') - logp('0'); +-1e4 for a rule decision or an empty response; 0 undecided), `decided_by_rule` (1/0), `decided_by_model` (1/0), `rule_equivalent` (1/0; 0 also when undecided), `model_score` (the model's raw P(correct) where it judged, 0 where it did not).
     """
     rewards: Annotated[list[float], Field(title="Rewards")]
     """
@@ -2005,6 +2207,10 @@ class ScoreAnswer(BaseModel):
 class ScoreResponse(BaseModel):
     alpha: Annotated[float, Field(title="Alpha")]
     budget: BudgetInfo | None = None
+    calibration: CalibrationInfo | None = None
+    """
+    The calibration the outcome scores went through (method='outcome'); the ranking is the raw one (the map is monotone).
+    """
     comparison: CompareSummary | None = None
     """
     method='compare': the comparison behind the finals.
@@ -2042,6 +2248,15 @@ class AuditResponse(BaseModel):
     summary: AuditSummary
     tokens_by_condition: Annotated[dict[str, int], Field(title="Tokens By Condition")]
     usage: Usage
+
+
+class CalibrationFit(BaseModel):
+    """
+    The fitted map's figures beside the raw read's.
+    """
+
+    calibrated: CalibrationMetrics
+    raw: CalibrationMetrics
 
 
 class DecisionRequest(BaseModel):
@@ -2148,8 +2363,97 @@ class DecisionResponse(BaseModel):
     usage: DecisionUsage
 
 
+class ProbabilityCalibration(BaseModel):
+    """
+    A fitted probability calibration, stored per tenant with the model it was read on.
+    """
+
+    binning: Annotated[Literal["equal_mass"], Field(title="Binning")] = "equal_mass"
+    bins: Annotated[int, Field(title="Bins")]
+    created_at: Annotated[float, Field(title="Created At")]
+    default: Annotated[bool, Field(title="Default")] = False
+    """
+    This tenant's default for its target.
+    """
+    examples: Annotated[int, Field(title="Examples")]
+    fit_set: CalibrationFit
+    """
+    Fitted and scored on every example.
+    """
+    folds: Annotated[int, Field(title="Folds")]
+    held_out: CalibrationFit
+    """
+    k-fold cross-validation: each fold scored by a map fitted on the others.
+    """
+    id: Annotated[str, Field(title="Id")]
+    method: Annotated[Literal["temperature", "platt"], Field(title="Method")]
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
+    model: Annotated[str, Field(title="Model")]
+    name: Annotated[str, Field(title="Name")] = ""
+    object: Annotated[Literal["calibration"], Field(title="Object")] = "calibration"
+    parameters: Annotated[dict[str, float | bool], Field(title="Parameters")]
+    """
+    temperature: {temperature}; platt: {a, b}; at_bound when the fit stopped at a bound of its range.
+    """
+    positives: Annotated[int, Field(title="Positives")]
+    reasoning_tokens: Annotated[int | None, Field(title="Reasoning Tokens")]
+    """
+    The rationale budget (reasoning mode).
+    """
+    seed: Annotated[int, Field(title="Seed")]
+    target: Annotated[Literal["outcome"], Field(title="Target")]
+
+
+class ProbabilityCalibrationList(BaseModel):
+    data: Annotated[list[ProbabilityCalibration], Field(title="Data")]
+    object: Annotated[Literal["list"], Field(title="Object")] = "list"
+
+
+class ProbabilityCalibrationResponse(BaseModel):
+    binning: Annotated[Literal["equal_mass"], Field(title="Binning")] = "equal_mass"
+    bins: Annotated[int, Field(title="Bins")]
+    budget: BudgetInfo | None = None
+    created_at: Annotated[float, Field(title="Created At")]
+    default: Annotated[bool, Field(title="Default")] = False
+    """
+    This tenant's default for its target.
+    """
+    examples: Annotated[int, Field(title="Examples")]
+    fit_set: CalibrationFit
+    """
+    Fitted and scored on every example.
+    """
+    folds: Annotated[int, Field(title="Folds")]
+    held_out: CalibrationFit
+    """
+    k-fold cross-validation: each fold scored by a map fitted on the others.
+    """
+    id: Annotated[str, Field(title="Id")]
+    method: Annotated[Literal["temperature", "platt"], Field(title="Method")]
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
+    model: Annotated[str, Field(title="Model")]
+    name: Annotated[str, Field(title="Name")] = ""
+    object: Annotated[Literal["calibration"], Field(title="Object")] = "calibration"
+    parameters: Annotated[dict[str, float | bool], Field(title="Parameters")]
+    """
+    temperature: {temperature}; platt: {a, b}; at_bound when the fit stopped at a bound of its range.
+    """
+    positives: Annotated[int, Field(title="Positives")]
+    reasoning_tokens: Annotated[int | None, Field(title="Reasoning Tokens")]
+    """
+    The rationale budget (reasoning mode).
+    """
+    seed: Annotated[int, Field(title="Seed")]
+    target: Annotated[Literal["outcome"], Field(title="Target")]
+    usage: Usage
+
+
 class RerankResponse(BaseModel):
     budget: BudgetInfo | None = None
+    calibration: CalibrationInfo | None = None
+    """
+    The calibration the relevance scores went through (method='outcome'); the order is the raw one (the map is monotone). Absent: raw.
+    """
     id: Annotated[str, Field(title="Id")]
     meta: RerankMeta
     model: Annotated[str, Field(title="Model")]

@@ -82,7 +82,8 @@ def reward_function(
     ``RewardTimeout`` (``"raise"``). ``concurrency``: requests in flight at most.
     ``group_calls``: one ``/v1/score`` request per group of completions sharing a prompt and a
     reference (False: one request per completion). ``judge_options`` go into every request
-    (e.g. ``reasoning_tokens=128``). ``asynchronous=True`` returns an async function (TRL
+    (e.g. ``reasoning_tokens=128``, or ``calibration_id="pcal_..."`` for calibrated
+    probabilities, docs/api.md). ``asynchronous=True`` returns an async function (TRL
     awaits those concurrently with the other reward functions).
     """
     if concurrency < 1:

@@ -132,6 +132,8 @@ async def compute_score(
     verl needs a number for every sample: a sample the service refused, or one past
     ``timeout_s`` with ``on_timeout`` "none" or "zero", scores 0 with ``judged`` 0;
     ``on_timeout="raise"`` raises ``RewardTimeout``. verl logs the other keys per sample.
+    ``judge_options`` go into every request (e.g. ``calibration_id="pcal_..."``: the score
+    through a probability calibration of this tenant, docs/api.md).
     """
     question = _question(extra_info)
     reference = reference_of(ground_truth) if use_reference else None

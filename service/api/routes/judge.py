@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from service.api import calibrated
 from service.api.errors import ERRORS
 from service.api.pipeline import JobDep
 from service.protocol import (
@@ -20,8 +21,12 @@ router = APIRouter(prefix="/v1/judge", tags=["judge"], responses=ERRORS)
 
 @router.post("/outcome", response_model=OutcomeResponse)
 async def judge_outcome(req: OutcomeRequest, job: JobDep) -> Metered:
-    """Score P(correct) of one response to one question (docs/methods.md A.2)."""
-    return await job.run("outcome", req)
+    """Score P(correct) of one response to one question (docs/methods.md A.2), through a
+    probability calibration when one applies (docs/methods.md J)."""
+    cal = await job.probability_calibration(req.calibration_id, "outcome", req.mode)
+    resp = await job.run("outcome", req)
+    assert isinstance(resp, OutcomeResponse)  # the outcome job's response model
+    return calibrated.outcome(resp, cal)
 
 
 @router.post("/process", response_model=ProcessResponse)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from service.api import calibrated
 from service.api.errors import ERRORS
 from service.api.pipeline import JobDep
 from service.protocol import Metered
@@ -24,4 +25,10 @@ async def get_reward(req: RewardRequest, job: JobDep) -> Metered:
     """
     if not req.query:
         return RewardResponse(rewards=[], scores=[], extra_logs={})
-    return await job.run("reward", req)
+    cal = None
+    if req.method == "outcome":
+        mode = req.mode or job.state.settings.reward.mode
+        cal = await job.probability_calibration(req.calibration_id, "outcome", mode)
+    resp = await job.run("reward", req)
+    assert isinstance(resp, RewardResponse)  # the reward job's response model
+    return calibrated.reward(resp, cal)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from service.api import calibrated
 from service.api.errors import ERRORS
 from service.api.pipeline import JobDep
 from service.protocol import Metered, ScoreRequest, ScoreResponse
@@ -13,9 +14,17 @@ router = APIRouter(tags=["score"], responses=ERRORS)
 
 @router.post("/v1/score", response_model=ScoreResponse)
 async def score(req: ScoreRequest, job: JobDep) -> Metered:
-    """Outcome, process and fused scores of many responses to one question, plus a ranking."""
+    """Outcome, process and fused scores of many responses to one question, plus a ranking;
+    method 'outcome' through a probability calibration when one applies (docs/methods.md J)."""
+    cal = None
     if req.method == "compare":
         await job.check_calibration(
             req.compare_spec().calibration_id, "pride", [len(req.responses)]
         )
-    return await job.run("score", req)
+    elif req.method == "outcome":
+        # single_pass runs the outcome part direct (serving/score.py)
+        mode = "direct" if req.mode == "single_pass" else req.mode
+        cal = await job.probability_calibration(req.calibration_id, "outcome", mode)
+    resp = await job.run("score", req)
+    assert isinstance(resp, ScoreResponse)  # the score job's response model
+    return calibrated.score(resp, cal)

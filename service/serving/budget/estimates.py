@@ -24,6 +24,7 @@ from service.protocol import (
     SplitRequest,
 )
 from service.protocol.audit import AuditRequest, PopMCQRequest
+from service.protocol.calibrate import ProbabilityCalibrationRequest
 from service.protocol.compare import CompareRequest, CompareSpec
 from service.protocol.decisions import DecisionRequest
 from service.protocol.jobs import JOBS, for_every_kind
@@ -166,6 +167,16 @@ def _outcome_request(req: OutcomeRequest) -> Estimate:
     if req.resolved_verifier() == "rule":
         return ZERO
     return _outcome(_context(req, req.question), req.response, _judging(req))
+
+
+def _calibration_fit(req: ProbabilityCalibrationRequest) -> Estimate:
+    """One model judgment per labelled example (never by rule: serving/calibrate.py)."""
+    j = _Judging(mode=req.mode, samples=1, reasoning_tokens=req.reasoning_tokens)
+    total = ZERO
+    for ex in req.examples:
+        context = estimate_text_tokens(ex.question) + _reference(ex.reference, ex.criteria)
+        total += _outcome(context, ex.response, j)
+    return total
 
 
 def _process_request(req: ProcessRequest) -> Estimate:
@@ -436,6 +447,7 @@ ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
         "mcq_answer": _mcq_answer,
         "mcq_batch": _mcq_batch,
         "mcq_calibrate": _mcq_calibration,
+        "calibrate": _calibration_fit,
         "mcq_audit": _audit,
         "mcq_popmcq": _popmcq,
         "reward": _reward_request,

@@ -1,0 +1,216 @@
+"""Wire models of probability calibrations: fit on labelled examples, store per tenant, apply
+to later answers (docs/methods.md J, docs/api.md "Probability calibrations").
+
+A calibration maps the judge's raw read (the verdict logit ``z``) to a calibrated probability:
+``sigmoid(z / T)`` (temperature) or ``sigmoid(a * z + b)`` (Platt, ``a > 0``). Both are
+monotone, so rankings never change; the raw value is always reported beside the calibrated one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from service.protocol.base import JudgeMode, Metered, QuestionResponse, ReferenceTexts, ServiceModel
+from service.protocol.limits import Documents, ReasoningTokens
+from service.scoring.calibration import MIN_EXAMPLES
+
+CalibrationTarget = Literal["outcome"]
+"""What a calibration applies to: ``outcome`` (``/v1/judge/outcome``'s score)."""
+ScalingMethod = Literal["temperature", "platt"]
+
+NO_CALIBRATION = "none"  # a request's calibration_id that asks for the raw read
+
+
+class OutcomeExample(ReferenceTexts, QuestionResponse):
+    """One labelled judgment: the request an outcome call would send, and whether the response
+    is correct (1) or not (0)."""
+
+    label: int = Field(description="1: the response is correct; 0: it is not.")
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, v: int) -> int:
+        if v not in (0, 1):
+            raise ValueError(f"label must be 0 or 1, got {v}")
+        return v
+
+
+class ProbabilityCalibrationRequest(ServiceModel):
+    """POST /v1/calibrations: read the judge on labelled examples through the ordinary serving
+    path (the prompts a later request with the same mode and budget uses), fit, store."""
+
+    target: CalibrationTarget = Field(description="What the calibration applies to.")
+    examples: Annotated[list[OutcomeExample], Documents] = Field(
+        min_length=MIN_EXAMPLES,
+        description=f"Labelled examples, at least {MIN_EXAMPLES} with both labels present "
+        "(each fold of the cross-validation needs both too).",
+    )
+    method: ScalingMethod = Field(
+        default="temperature",
+        description="temperature: sigmoid(logit / T); platt: sigmoid(a * logit + b), a > 0.",
+    )
+    mode: JudgeMode = Field(
+        default="direct", description="The judging mode the calibration is fitted and used in."
+    )
+    reasoning_tokens: Annotated[int, ReasoningTokens] = Field(
+        default=256, ge=1, description="Rationale budget per judgment (reasoning mode)."
+    )
+    folds: int = Field(default=5, ge=2, le=20, description="k of the k-fold cross-validation.")
+    bins: int = Field(default=10, ge=2, le=50, description="Equal-mass bins of the ECE.")
+    seed: int = Field(default=0, description="Seed of the stratified fold assignment.")
+    name: str = Field(default="", max_length=200)
+    default: bool = Field(
+        default=False,
+        description="Make it this tenant's default for its target: applied to every answer "
+        "of that target that names no calibration_id.",
+    )
+    cache: bool = Field(default=True, description="Read through the judgment cache.")
+
+    @model_validator(mode="after")
+    def _fittable(self) -> ProbabilityCalibrationRequest:
+        """Refused before any engine call: every fold needs both labels and a training split
+        of at least MIN_EXAMPLES."""
+        n = len(self.examples)
+        positives = sum(e.label for e in self.examples)
+        fewest = min(positives, n - positives)
+        if fewest == 0:
+            label = 1 if positives else 0
+            raise ValueError(
+                f"all {n} examples are labelled {label}: a calibration needs both labels"
+            )
+        if fewest < self.folds:
+            raise ValueError(
+                f"{self.folds} folds need at least {self.folds} examples of each label; the "
+                f"smaller label has {fewest} (send more examples or lower `folds`)"
+            )
+        train = n - -(-n // self.folds)  # the smallest training split of the k folds
+        if train < MIN_EXAMPLES:
+            raise ValueError(
+                f"{n} examples in {self.folds} folds leave {train} to fit a fold on; need "
+                f"{MIN_EXAMPLES} (send more examples or lower `folds`)"
+            )
+        return self
+
+
+class ReliabilityBin(BaseModel):
+    """One equal-mass bin: its size, mean predicted probability, observed frequency of label 1,
+    and its smallest and largest prediction."""
+
+    count: int
+    mean_predicted: float
+    observed: float
+    lower: float
+    upper: float
+
+
+class CalibrationMetrics(BaseModel):
+    """Binary calibration figures of one set of probabilities against labels."""
+
+    n: int
+    base_rate: float
+    mean_probability: float
+    nll: float | None
+    brier: float | None
+    ece: float | None = Field(description="Expected calibration error over the equal-mass bins.")
+    auroc: float | None
+    bins: list[ReliabilityBin] = Field(description="The reliability bins the ECE is read from.")
+
+
+class CalibrationFit(BaseModel):
+    """The fitted map's figures beside the raw read's."""
+
+    raw: CalibrationMetrics
+    calibrated: CalibrationMetrics
+
+
+class ProbabilityCalibration(BaseModel):
+    """A fitted probability calibration, stored per tenant with the model it was read on."""
+
+    id: str
+    object: Literal["calibration"] = "calibration"
+    name: str = ""
+    target: CalibrationTarget
+    method: ScalingMethod
+    parameters: dict[str, float | bool] = Field(
+        description="temperature: {temperature}; platt: {a, b}; at_bound when the fit stopped "
+        "at a bound of its range."
+    )
+    model: str
+    mode: JudgeMode
+    reasoning_tokens: int | None = Field(description="The rationale budget (reasoning mode).")
+    examples: int
+    positives: int
+    folds: int
+    bins: int
+    binning: Literal["equal_mass"] = "equal_mass"
+    seed: int
+    fit_set: CalibrationFit = Field(description="Fitted and scored on every example.")
+    held_out: CalibrationFit = Field(
+        description="k-fold cross-validation: each fold scored by a map fitted on the others."
+    )
+    created_at: float
+    default: bool = Field(default=False, description="This tenant's default for its target.")
+
+
+class ProbabilityCalibrationResponse(Metered, ProbabilityCalibration):
+    pass
+
+
+class ProbabilityCalibrationList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ProbabilityCalibration]
+
+
+class CalibrationInfo(BaseModel):
+    """Which calibration an answer's probability went through (absent: the raw read)."""
+
+    id: str
+    method: ScalingMethod
+    parameters: dict[str, float | bool]
+
+
+class CalibrationChoice(ServiceModel):
+    """A request whose answer is a probability names the calibration it goes through."""
+
+    calibration_id: str | None = Field(
+        default=None,
+        description="A probability calibration of this tenant (POST /v1/calibrations) to map "
+        "the score through; 'none' for the raw read. Unset: the tenant's default for this "
+        "target, when one is marked and was fitted for this mode and model.",
+    )
+
+
+def check_outcome_method(method: str, calibration_id: str | None) -> None:
+    """A calibration of target ``outcome`` maps outcome scores only: a fused, process or
+    compare score is another quantity (and fusing a mapped outcome would reorder responses)."""
+    if calibration_id not in (None, NO_CALIBRATION) and method != "outcome":
+        raise ValueError(
+            f"calibration_id applies to method='outcome' (its target), not {method!r}; use "
+            "method='outcome' or drop calibration_id"
+        )
+
+
+class CalibratedFields(BaseModel):
+    """What a calibrated answer adds: the raw value beside the calibrated one."""
+
+    raw_score: float | None = Field(
+        default=None,
+        description="The model's raw probability, sigmoid(logit), when a calibration mapped "
+        "`score`; null otherwise (then `score` is the raw read).",
+    )
+    calibration: CalibrationInfo | None = Field(
+        default=None, description="The calibration `score` went through; null: none."
+    )
+
+
+class CalibrationDefault(ServiceModel):
+    """PUT /v1/calibrations/defaults/{target}."""
+
+    calibration_id: str
+
+
+class CalibrationDefaults(BaseModel):
+    object: Literal["calibration.defaults"] = "calibration.defaults"
+    defaults: dict[str, str] = Field(description="target -> the tenant's default calibration id.")
