@@ -17,6 +17,7 @@ from service.evals.compare import build_pairs
 from service.evals.data import load_gsm8k_solutions, load_processbench
 from service.evals.plots import reliability_plot
 from service.evals.report import calibration_grid, calibration_rows, print_table
+from tests.support.compare_answers import pair_answer
 
 ROOT = Path(__file__).resolve().parents[2]
 GSM8K = ROOT / "data" / "gsm8k" / "example_model_solutions.jsonl"
@@ -163,25 +164,7 @@ async def test_run_calibration_on_pairs_reads_each_by_comparison() -> None:
         p = 0.55 + zlib.crc32(first.encode()) % 400 / 1000  # P(correct over wrong) > 1/2
         p_correct[e.id] = p
         p01 = p if e.correct == 0 else 1 - p
-        return httpx.Response(
-            200,
-            json={
-                "mode": "pairwise",
-                "aggregation": "bradley_terry",
-                "debias": "swap",
-                "model": "fake-model",
-                "results": [
-                    {"index": 0, "reward": 0.0, "score": p01},
-                    {"index": 1, "reward": 0.0, "score": 1 - p01},
-                ],
-                "ranking": [0, 1] if p01 >= 0.5 else [1, 0],
-                "preferences": [[None, p01], [1 - p01, None]],
-                "position_consistency": 1.0,
-                "first_position_rate": 0.5,
-                "passes": 2,
-                "usage": {"prompt_tokens": 10, "generated_tokens": 0, "total_tokens": 10},
-            },
-        )
+        return httpx.Response(200, json=pair_answer(p01))
 
     result = await harness.run_calibration(
         "http://svc",
