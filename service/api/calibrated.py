@@ -12,6 +12,7 @@ from scipy import special
 
 from service.protocol import OutcomeResponse, RerankResponse, ScoreResponse
 from service.protocol.calibrate import CalibrationInfo, ProbabilityCalibration
+from service.protocol.compare import CompareResponse
 from service.protocol.reward import RewardResponse
 from service.scoring.calibration import calibrated_probability
 from service.scoring.outcome import verdict
@@ -98,3 +99,25 @@ def reward(resp: RewardResponse, cal: ProbabilityCalibration | None) -> RewardRe
         )
     ]
     return resp.model_copy(update={"rewards": scores, "scores": scores, "calibration": info(cal)})
+
+
+def compare(resp: CompareResponse, cal: ProbabilityCalibration | None) -> CompareResponse:
+    """Each pairwise preference mapped through ``cal`` (a temperature, so ``[i][j] + [j][i]``
+    stays 1), the raw matrix beside it. With two responses each score is that pair's
+    preference, so it is mapped too; with more, a score aggregates several pairs and stays
+    raw. Rewards and ranking stay raw: the map is monotone in each pair. A read the budget
+    lowered to another mode than the calibration's is left raw (``budget.note`` says so)."""
+    if cal is None or (resp.budget is not None and resp.budget.degraded and cal.mode != "direct"):
+        return resp
+    matrix = [[None if p is None else _mapped(cal, p) for p in row] for row in resp.preferences]
+    update: dict[str, object] = {
+        "preferences": matrix,
+        "raw_preferences": resp.preferences,
+        "calibration": info(cal),
+    }
+    if len(resp.results) == 2:
+        update["results"] = [
+            r.model_copy(update={"score": matrix[r.index][1 - r.index], "raw_score": r.score})
+            for r in resp.results
+        ]
+    return resp.model_copy(update=update)

@@ -1,4 +1,5 @@
-"""Calibration of outcome scores through the service: raw vs temperature vs Platt (methods.md J).
+"""Calibration of judge probabilities through the service: raw vs temperature vs Platt
+(methods.md J), on outcome scores or on pairwise preferences.
 
 Each labelled solution is judged by ``POST /v1/judge/outcome`` exactly as a user would send it
 (``verifier: "model"``, no reference, the given mode and reasoning budget) and its raw ``logit``
@@ -15,6 +16,13 @@ Labelled data (data/SOURCES.md):
   response; label = ``final_answer_correct``. The file lists its wrong solutions first, so the
   two classes are interleaved (wrong, correct, wrong, ...) before ``--limit`` cuts.
 
+- ``gsm8k-pairs`` (target ``compare``): the same file's labelled pairs (one correct and one
+  wrong solution of a question, the correct one first on even pairs: ``evals.compare``), each
+  read by ``POST /v1/judge/compare`` (pairwise, both orders). The read is
+  ``z = logit(P(correct over wrong))``, fitted in the alternating orientation the service
+  uses (docs/methods.md J.5): label 1 with ``z`` on even pairs, label 0 with ``-z`` on odd
+  ones. ``--limit`` counts pairs.
+
 A request the service refuses with a 4xx is listed under ``failed`` and left out of the fit;
 any other failure aborts the run.
 """
@@ -30,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import httpx
+from scipy import special
 from verifier_client import AsyncClient, VerifierError
 from verifier_client.models import OutcomeRequest, Usage
 
@@ -40,27 +49,38 @@ from service.evals.common import (
     open_client,
     sum_usage,
 )
+from service.evals.compare import build_pairs
 from service.evals.data import load_gsm8k_solutions, load_processbench
 from service.scoring import calibration
 
 logger = logging.getLogger(__name__)
 
-Dataset = Literal["gsm8k", "processbench"]
+Dataset = Literal["gsm8k", "processbench", "gsm8k-pairs"]
 DEFAULT_FILES: Final[dict[str, Path]] = {
     "gsm8k": Path("gsm8k") / "example_model_solutions.jsonl",
     "processbench": Path("processbench") / "gsm8k.json",
+    "gsm8k-pairs": Path("gsm8k") / "example_model_solutions.jsonl",
 }
+PAIRS: Final = "gsm8k-pairs"  # the one dataset of target compare
 _OPTION_FIELDS: Final = frozenset({"mode", "reasoning_tokens", "verifier"})
 
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """One labelled solution: ``label`` 1 if it is correct."""
+    """One labelled solution: ``label`` 1 if it is correct. A pair (``other`` set) is read
+    as ``responses`` in that order; ``correct`` indexes the correct one, and ``label`` is the
+    orientation it is fitted in."""
 
     id: str
     question: str
     response: str
     label: int
+    other: str | None = None
+    correct: int = 0
+
+    @property
+    def responses(self) -> list[str]:
+        return [self.response, self.other or ""]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +118,62 @@ def processbench_examples(path: Path, limit: int | None) -> list[Example]:
     return examples[:limit]
 
 
+def pair_examples(path: Path, limit: int | None) -> list[Example]:
+    """GSM8K's labelled pairs in ``build_pairs`` order (positions balanced), fitted in
+    alternating orientation (``calibration.pair_labels``)."""
+    questions = None if limit is None else limit  # each question gives at least one pair
+    pairs = build_pairs(load_gsm8k_solutions(path, questions), limit)
+    labels = calibration.pair_labels(len(pairs))
+    return [
+        Example(
+            f"{p.question_index}:{p.solvers[0]}:{p.solvers[1]}",
+            p.question,
+            p.responses[0],
+            y,
+            other=p.responses[1],
+            correct=p.correct,
+        )
+        for p, y in zip(pairs, labels, strict=True)
+    ]
+
+
 def load_examples(dataset: str, path: Path, limit: int | None) -> list[Example]:
     if dataset == "gsm8k":
         return gsm8k_examples(path, limit)
     if dataset == "processbench":
         return processbench_examples(path, limit)
-    raise ValueError(f"dataset {dataset!r}: choose gsm8k or processbench")
+    if dataset == PAIRS:
+        return pair_examples(path, limit)
+    raise ValueError(f"dataset {dataset!r}: choose gsm8k, processbench or {PAIRS}")
+
+
+def compare_options(mode: str, reasoning_tokens: int) -> dict[str, Any]:
+    """How a pair is read: as the service fits a compare calibration (pairwise, both orders)."""
+    reasoning = reasoning_tokens if mode == "reasoning" else None
+    return {
+        "mode": "pairwise",
+        "debias": "swap",
+        "reasoning_tokens": reasoning,
+        "calibration_id": "none",  # the raw read, whatever default the tenant marked
+    }
+
+
+async def read_pair(client: AsyncClient, example: Example, options: dict[str, Any]) -> Read:
+    """One comparison; the oriented logit of P(correct over wrong). A 4xx is a failed read."""
+    try:
+        res = await client.compare(
+            question=example.question, responses=example.responses, return_reads=False, **options
+        )
+    except VerifierError as exc:
+        if not is_request_error(exc):
+            raise
+        logger.warning("%s: %s", example.id, exc)
+        return Read(example, error=str(exc))
+    p = res.preferences[example.correct][1 - example.correct]
+    if p is None:
+        raise ValueError(f"{example.id}: the service answered no preference off the diagonal")
+    z = calibration.pair_logits([p])[0] * (1 if example.label == 1 else -1)
+    return Read(example, z, float(special.expit(z)), res.usage, res.model)
 
 
 def outcome_options(mode: str, reasoning_tokens: int) -> dict[str, Any]:
@@ -189,20 +259,25 @@ async def run_calibration(
     progress: ProgressFn | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> dict[str, Any]:
-    """Read, fit and score the labelled outcome examples of ``data`` against ``url``."""
-    options = outcome_options(mode, reasoning_tokens)
+    """Read, fit and score the labelled examples of ``data`` against ``url``."""
+    pairs = dataset == PAIRS
+    if pairs:
+        options = compare_options(mode, reasoning_tokens)
+    else:
+        options = outcome_options(mode, reasoning_tokens)
+    read = read_pair if pairs else read_example
     examples = load_examples(dataset, data, limit)
     if not examples:
         raise ValueError(f"{data}: no labelled examples (limit={limit})")
     start = time.perf_counter()
     async with open_client(url, concurrency, transport, timeout_s) as client:
-        jobs = [read_example(client, e, options) for e in examples]
+        jobs = [read(client, e, options) for e in examples]
         reads = await gather_with_progress(jobs, progress)
     wall_s = time.perf_counter() - start
     failed = [{"id": r.example.id, "error": r.error} for r in reads if r.error is not None]
     config = {
         **options,
-        "target": "outcome",
+        "target": "compare" if pairs else "outcome",
         "dataset": dataset,
         "data": str(data),
         "limit": limit,

@@ -490,15 +490,18 @@ def choices_only_cmd(
 def calibration_cmd(
     output: OutputOpt,
     dataset: Annotated[
-        Literal["gsm8k", "processbench"],
+        Literal["gsm8k", "processbench", "gsm8k-pairs"],
         typer.Option(
             "--dataset",
-            help="Labelled solutions: gsm8k (is_correct) or processbench (final_answer_correct).",
+            help="Labelled solutions: gsm8k (is_correct) or processbench "
+            "(final_answer_correct); or gsm8k-pairs (one correct and one wrong solution, "
+            "compared).",
         ),
     ] = "gsm8k",
     data: DataOpt = None,
     limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="First N labelled solutions only.")
+        int | None,
+        typer.Option("--limit", min=1, help="First N labelled solutions (or pairs) only."),
     ] = None,
     mode: Annotated[OutcomeMode, typer.Option("--mode", help="Judging mode.")] = "direct",
     reasoning_tokens: ReasoningOpt = 256,
@@ -513,9 +516,10 @@ def calibration_cmd(
     timeout: TimeoutOpt = None,
     url: UrlOpt = DEFAULT_URL,
 ) -> None:
-    """Calibration of outcome scores (docs/methods.md J): the raw logit of each labelled
-    solution via POST /v1/judge/outcome, then temperature and Platt scaling fitted by k-fold;
-    held-out ECE (equal-mass bins), Brier, NLL and AUROC per method, and a reliability PNG."""
+    """Calibration of judge probabilities (docs/methods.md J): the raw logit of each labelled
+    solution via POST /v1/judge/outcome (or of each pair via POST /v1/judge/compare), then
+    temperature and Platt scaling fitted by k-fold; held-out ECE (equal-mass bins), Brier, NLL
+    and AUROC per method, and a reliability PNG."""
     from service.evals import calibration, plots
 
     path = resolve_data(data, calibration.DEFAULT_FILES[dataset])

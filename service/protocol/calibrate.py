@@ -12,15 +12,32 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from service.protocol.base import JudgeMode, Metered, QuestionResponse, ReferenceTexts, ServiceModel
-from service.protocol.limits import Documents, ReasoningTokens
-from service.scoring.calibration import MIN_EXAMPLES
+from service.protocol.base import (
+    JudgeMode,
+    Metered,
+    QuestionResponse,
+    ReferenceTexts,
+    ServiceModel,
+    _non_blank,
+)
+from service.protocol.limits import Documents, ReasoningTokens, Text, Texts
+from service.scoring.calibration import MIN_EXAMPLES, pair_labels
 
-CalibrationTarget = Literal["outcome"]
-"""What a calibration applies to: ``outcome`` (``/v1/judge/outcome``'s score)."""
+CalibrationTarget = Literal["outcome", "compare"]
+"""What a calibration applies to: ``outcome`` (an outcome judgment's score) or ``compare``
+(the pairwise preferences of ``/v1/judge/compare``, read in both orders)."""
 ScalingMethod = Literal["temperature", "platt"]
 
 NO_CALIBRATION = "none"  # a request's calibration_id that asks for the raw read
+ID_PREFIX = "pcal_"  # a probability calibration's id (the MCQ priors' ids start with cal_)
+
+
+def is_probability_calibration(calibration_id: str | None) -> bool:
+    """A ``calibration_id`` that names a probability calibration (or asks for none), as
+    opposed to a stored MCQ prior: /v1/judge/compare takes either in one field."""
+    return calibration_id == NO_CALIBRATION or (
+        calibration_id is not None and calibration_id.startswith(ID_PREFIX)
+    )
 
 
 class OutcomeExample(ReferenceTexts, QuestionResponse):
@@ -37,19 +54,58 @@ class OutcomeExample(ReferenceTexts, QuestionResponse):
         return v
 
 
+class CompareExample(ReferenceTexts):
+    """One labelled pair: the question, two responses and which of them is preferred."""
+
+    question: Annotated[str, Text] = Field(description="The problem both responses answer.")
+    responses: Annotated[list[str], Texts] = Field(
+        min_length=2, max_length=2, description="The two responses, in any order."
+    )
+    preferred: int = Field(description="0 or 1: the index of the preferred response.")
+
+    @field_validator("question")
+    @classmethod
+    def _q(cls, v: str) -> str:
+        return _non_blank(v, "question")
+
+    @field_validator("responses")
+    @classmethod
+    def _rs(cls, v: list[str]) -> list[str]:
+        return [_non_blank(r, f"responses[{i}]") for i, r in enumerate(v)]
+
+    @field_validator("preferred")
+    @classmethod
+    def _preferred(cls, v: int) -> int:
+        if v not in (0, 1):
+            raise ValueError(f"preferred must be 0 or 1 (an index into responses), got {v}")
+        return v
+
+
+EXAMPLE_OF: dict[str, type[OutcomeExample | CompareExample]] = {
+    "outcome": OutcomeExample,
+    "compare": CompareExample,
+}
+EXAMPLE_SHAPE = {
+    "outcome": "{question, response, label}",
+    "compare": "{question, responses: [two texts], preferred}",
+}
+
+
 class ProbabilityCalibrationRequest(ServiceModel):
     """POST /v1/calibrations: read the judge on labelled examples through the ordinary serving
     path (the prompts a later request with the same mode and budget uses), fit, store."""
 
     target: CalibrationTarget = Field(description="What the calibration applies to.")
-    examples: Annotated[list[OutcomeExample], Documents] = Field(
+    examples: Annotated[list[OutcomeExample | CompareExample], Documents] = Field(
         min_length=MIN_EXAMPLES,
-        description=f"Labelled examples, at least {MIN_EXAMPLES} with both labels present "
-        "(each fold of the cross-validation needs both too).",
+        description=f"Labelled examples, at least {MIN_EXAMPLES}. outcome: {{question, "
+        "response, label}, both labels present (each fold of the cross-validation needs both "
+        "too); compare: {question, responses: [a, b], preferred}.",
     )
     method: ScalingMethod = Field(
         default="temperature",
-        description="temperature: sigmoid(logit / T); platt: sigmoid(a * logit + b), a > 0.",
+        description="temperature: sigmoid(logit / T); platt: sigmoid(a * logit + b), a > 0 "
+        "(outcome only: a preference's two sides must still sum to 1).",
     )
     mode: JudgeMode = Field(
         default="direct", description="The judging mode the calibration is fitted and used in."
@@ -70,10 +126,23 @@ class ProbabilityCalibrationRequest(ServiceModel):
 
     @model_validator(mode="after")
     def _fittable(self) -> ProbabilityCalibrationRequest:
-        """Refused before any engine call: every fold needs both labels and a training split
-        of at least MIN_EXAMPLES."""
+        """Refused before any engine call: examples of another target, Platt on preferences,
+        and a set whose folds would miss a label or train on fewer than MIN_EXAMPLES."""
+        kind = EXAMPLE_OF[self.target]
+        for i, ex in enumerate(self.examples):
+            if not isinstance(ex, kind):
+                raise ValueError(
+                    f"examples[{i}] is not a {self.target} example: target={self.target!r} "
+                    f"takes {EXAMPLE_SHAPE[self.target]}"
+                )
+        if self.target == "compare" and self.method == "platt":
+            raise ValueError(
+                "target 'compare' is fitted by temperature only: Platt's bias would break "
+                "P(a over b) + P(b over a) = 1 and favour one side of every pair"
+            )
         n = len(self.examples)
-        positives = sum(e.label for e in self.examples)
+        labels = self.labels()
+        positives = sum(labels)
         fewest = min(positives, n - positives)
         if fewest == 0:
             label = 1 if positives else 0
@@ -92,6 +161,18 @@ class ProbabilityCalibrationRequest(ServiceModel):
                 f"{MIN_EXAMPLES} (send more examples or lower `folds`)"
             )
         return self
+
+    def labels(self) -> list[int]:
+        """The binary label of each example as fitted (compare: ``pair_labels``)."""
+        if self.target == "compare":
+            return pair_labels(len(self.examples))
+        return [ex.label for ex in self.examples if isinstance(ex, OutcomeExample)]
+
+    def outcome_examples(self) -> list[OutcomeExample]:
+        return [ex for ex in self.examples if isinstance(ex, OutcomeExample)]
+
+    def compare_examples(self) -> list[CompareExample]:
+        return [ex for ex in self.examples if isinstance(ex, CompareExample)]
 
 
 class ReliabilityBin(BaseModel):

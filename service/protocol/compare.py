@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ReferenceTexts, ServiceModel, _non_blank
+from service.protocol.calibrate import NO_CALIBRATION, CalibrationInfo, is_probability_calibration
 from service.protocol.limits import Documents, ReasoningTokens, Samples, Text, Texts
 from service.scoring.compare import LABELS, CompareAggregation, CompareDebias, CompareMode
 
@@ -56,7 +57,10 @@ class CompareSpec(ServiceModel):
     calibration_id: str | None = Field(
         default=None,
         description="listwise with pride: a PriDe calibration fitted on items with as many "
-        "options as there are responses (POST /v1/mcq/calibrations).",
+        "options as there are responses (POST /v1/mcq/calibrations). On /v1/judge/compare "
+        "also a probability calibration of target 'compare' (pcal_..., POST "
+        "/v1/calibrations) mapping the pairwise preferences, or 'none' for the raw read "
+        "when the tenant has a default.",
     )
 
     def resolved_debias(self) -> CompareDebias:
@@ -65,8 +69,12 @@ class CompareSpec(ServiceModel):
     def resolved_aggregation(self) -> CompareAggregation:
         return self.aggregation or AGGREGATIONS_OF[self.mode][0]
 
-    def check_compare(self, n: int, samples: int, where: str = "responses") -> None:
-        """A ``ValueError`` naming the field for an option that does not fit ``n`` responses."""
+    def check_compare(
+        self, n: int, samples: int, where: str = "responses", probability: bool = False
+    ) -> None:
+        """A ``ValueError`` naming the field for an option that does not fit ``n`` responses.
+        ``probability``: ``calibration_id`` may name a probability calibration (only
+        /v1/judge/compare's preferences are mapped by one)."""
         mode = self.mode
         if self.debias is not None and self.debias not in DEBIAS_OF[mode]:
             raise ValueError(
@@ -81,11 +89,7 @@ class CompareSpec(ServiceModel):
         debias = self.resolved_debias()
         if self.permutations is not None and debias != "permute":
             raise ValueError("permutations applies to mode='listwise' with debias='permute'")
-        if (debias == "pride") != (self.calibration_id is not None):
-            raise ValueError(
-                "debias='pride' needs calibration_id (a PriDe calibration), and calibration_id "
-                "needs debias='pride'"
-            )
+        self._check_calibration_id(debias, probability)
         if n < MIN_RESPONSES:
             raise ValueError(f"{where} has {n} items; a comparison needs at least {MIN_RESPONSES}")
         if mode == "listwise" and n > MAX_LIST:
@@ -98,6 +102,28 @@ class CompareSpec(ServiceModel):
                 f"{where} has {n} items: {mode} with debias={debias!r} and samples={samples} "
                 f"is {reads} reads, over {MAX_READS}; send fewer responses, use "
                 "mode='listwise', or debias='none'"
+            )
+
+    def _check_calibration_id(self, debias: CompareDebias, probability: bool) -> None:
+        cid = self.calibration_id
+        prior = cid is not None and not is_probability_calibration(cid)
+        if (debias == "pride") != prior:
+            raise ValueError(
+                "debias='pride' needs calibration_id (a PriDe calibration), and a PriDe "
+                "calibration_id needs debias='pride'"
+            )
+        if cid is None or prior:
+            return
+        if not probability:
+            raise ValueError(
+                "a probability calibration (target 'compare') maps the preferences of "
+                "/v1/judge/compare only; here calibration_id names a PriDe calibration "
+                "for debias='pride'"
+            )
+        if cid != NO_CALIBRATION and (self.mode, debias) != ("pairwise", "swap"):
+            raise ValueError(
+                f"calibration {cid} maps pairwise preferences read in both orders; use "
+                "mode='pairwise' with debias='swap'"
             )
 
     def reads(self, n: int) -> int:
@@ -150,7 +176,7 @@ class CompareRequest(BudgetOptions, CompareSpec, ReferenceTexts):
                 "samples > 1 needs reasoning_tokens: a direct read gives exact letter "
                 "probabilities, so repeating it adds nothing"
             )
-        self.check_compare(len(self.responses), self.samples)
+        self.check_compare(len(self.responses), self.samples, probability=True)
         return self
 
     @property
@@ -187,7 +213,11 @@ class CompareResult(BaseModel):
     )
     score: float = Field(
         description="In [0, 1]. bradley_terry: the expected win rate under the fit; win_rate: "
-        "the win rate; mean_probability: the mean probability of being best (sums to 1)."
+        "the win rate; mean_probability: the mean probability of being best (sums to 1). "
+        "Calibrated (two responses only): the calibrated preference over the other."
+    )
+    raw_score: float | None = Field(
+        default=None, description="The raw score when a calibration mapped `score`; else null."
     )
 
 
@@ -222,6 +252,14 @@ class _CompareFields(CompareSummary):
 
 
 class CompareResponse(Metered, _CompareFields):
+    raw_preferences: list[list[float | None]] | None = Field(
+        default=None,
+        description="The raw preference matrix when a calibration mapped `preferences`; else null.",
+    )
+    calibration: CalibrationInfo | None = Field(
+        default=None, description="The calibration `preferences` went through; null: none."
+    )
+
     def summary(self) -> CompareSummary:
         return CompareSummary.model_validate(
             self.model_dump(include=set(CompareSummary.model_fields))

@@ -45,6 +45,7 @@ T_BOUNDS: Final = (1e-2, 1e3)
 PLATT_A_BOUNDS: Final = (1e-3, 1e3)
 PLATT_B_BOUNDS: Final = (-100.0, 100.0)
 _AT_BOUND_RTOL: Final = 1e-3
+PAIR_CLIP: Final = 1e-12  # a preference read as certain is fitted as this far from 0 or 1
 
 
 class CalibrationInputError(ValueError):
@@ -136,6 +137,36 @@ def calibrated_probability(method: str, parameters: dict[str, Any], logit: float
     """
     z = calibrator_of(method, parameters).apply(np.array([logit], dtype=np.float64))
     return float(special.expit(z[0]))
+
+
+def pair_labels(n: int) -> list[int]:
+    """The labels of ``n`` compare pairs as fitted: pair k is read as P(preferred over the
+    other), label 1, when k is even, and as P(other over preferred), label 0, when k is odd.
+
+    A temperature fits both orientations alike (``sigmoid(-z / T) = 1 - sigmoid(z / T)``);
+    alternating them keeps both labels present whatever order the pairs came in, so ECE and
+    AUROC are read on a balanced set (docs/methods.md J.5).
+
+    Example:
+        >>> pair_labels(5)
+        [1, 0, 1, 0, 1]
+    """
+    return [1 - k % 2 for k in range(n)]
+
+
+def pair_logits(preferred: Sequence[float]) -> list[float]:
+    """Per pair, the logit of P(preferred over the other) oriented as ``pair_labels`` says
+    (negated on odd pairs). A read that is certain in float64 (0 or 1) is clipped to
+    ``PAIR_CLIP`` from it, so every logit is finite.
+
+    Example:
+        >>> [round(z, 4) for z in pair_logits([0.75, 0.75])]
+        [1.0986, -1.0986]
+    """
+    p = np.clip(np.asarray(preferred, dtype=np.float64), PAIR_CLIP, 1.0 - PAIR_CLIP)
+    z = special.logit(p)
+    sign = np.where(np.arange(len(p)) % 2 == 0, 1.0, -1.0)
+    return [float(v) for v in sign * z]
 
 
 def probabilities(calibrated_logits: Floats) -> Floats:

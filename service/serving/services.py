@@ -97,7 +97,7 @@ class Services:
             rules=verifier,
             decisions=DecisionServing(engine, model_name, mcq_calibrations),
             compare=compare,
-            calibrate=CalibrationServing(outcome, model_name),
+            calibrate=CalibrationServing(outcome, compare, model_name),
             judgments=judgments,
         )
 

@@ -114,3 +114,32 @@ def test_calibration_report_recomputes_from_its_reads(
     assert fit_set["raw"]["auroc"] == pytest.approx(pairwise_auroc(z, y))
     platt_full = special.expit(full["platt"]["a"] * z + full["platt"]["b"])
     assert fit_set["platt"]["brier"] == pytest.approx(np.mean((platt_full - y) ** 2))
+
+
+def test_calibration_of_pairs_reads_each_by_comparison(
+    server: Any, tmp_path: Path, data_dir: Path
+) -> None:
+    lines = (data_dir / "gsm8k" / "example_model_solutions.jsonl").read_text().splitlines()
+    data = tmp_path / "solutions.jsonl"
+    data.write_text("\n".join(lines[FIRST_QUESTION + 10 : FIRST_QUESTION + 20]) + "\n")
+    out = tmp_path / "pairs.json"
+    result = CliRunner().invoke(
+        eval_app,
+        [
+            "calibration",
+            *("--dataset", "gsm8k-pairs", "--data", str(data), "--limit", "16"),
+            *("--folds", str(FOLDS), "--bins", str(BINS), "--url", server.url),
+            *("--output", str(out)),
+        ],
+    )
+    assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+    report = json.loads(out.read_text())
+    assert (report["n_items"], report["n_failed"]) == (16, 0)
+    assert report["config"]["target"] == "compare"
+    items = report["items"]
+    assert [i["label"] for i in items] == [1, 0] * 8
+    z = np.array([i["logit"] for i in items])
+    assert [i["score"] for i in items] == pytest.approx(special.expit(z).tolist(), abs=1e-12)
+    assert report["base_rate"] == 0.5
+    assert report["usage"]["prompt_tokens"] > 0
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -65,6 +65,33 @@ def test_mcq_and_calibrations(client: vc.Client) -> None:
         client.get_calibration(made.id)
 
 
+PAIRS = [
+    {"question": f"What is {a} + {b}?", "responses": [f"{a + b}.", f"{a + b + 1}."], "preferred": 0}
+    for a, b in ((2, 3), (4, 4), (7, 1), (6, 5), (9, 2), (3, 8), (5, 5), (1, 9), (8, 8), (2, 6))
+]
+
+
+async def test_probability_calibrations_sync_and_async(server: Any, client: vc.Client) -> None:
+    made = client.fit_probability_calibration(target="compare", examples=PAIRS, name="client-pairs")
+    assert isinstance(made, vc.models.ProbabilityCalibrationResponse)
+    assert (made.target, made.method, made.examples) == ("compare", "temperature", 10)
+    assert client.get_probability_calibration(made.id).name == "client-pairs"
+    assert made.id in {c.id for c in client.list_probability_calibrations().data}
+    assert client.set_calibration_default("compare", made.id).defaults == {"compare": made.id}
+    pair = PAIRS[0]
+    answer = client.compare(question=pair["question"], responses=pair["responses"])
+    assert answer.calibration is not None
+    assert answer.calibration.id == made.id
+    async with vc.AsyncClient(server.url) as aclient:
+        assert (await aclient.calibration_defaults()).defaults == {"compare": made.id}
+        await aclient.clear_calibration_default("compare")
+        assert (await aclient.get_probability_calibration(made.id)).default is False
+        await aclient.delete_probability_calibration(made.id)
+    assert client.calibration_defaults().defaults == {}
+    with pytest.raises(vc.NotFoundError):
+        client.get_probability_calibration(made.id)
+
+
 def test_service_endpoints_and_results(server: Any, client: vc.Client) -> None:
     assert client.ready().status == "ready"
     assert client.models().data[0].id

@@ -13,9 +13,11 @@ import pytest
 from scipy import special
 
 from service.evals import calibration as harness
+from service.evals.compare import build_pairs
 from service.evals.data import load_gsm8k_solutions, load_processbench
 from service.evals.plots import reliability_plot
 from service.evals.report import calibration_grid, calibration_rows, print_table
+from tests.support.compare_answers import pair_answer
 
 ROOT = Path(__file__).resolve().parents[2]
 GSM8K = ROOT / "data" / "gsm8k" / "example_model_solutions.jsonl"
@@ -137,3 +139,50 @@ def test_a_single_class_is_refused_by_the_fit() -> None:
     reads = [harness.Read(e, 1.0, 0.7) for e in examples]
     with pytest.raises(ValueError, match="all 12 labels are 0"):
         harness.summarize(reads, 5, 10, 0)
+
+
+def test_pair_examples_are_the_compare_pairs_in_alternating_orientation() -> None:
+    examples = harness.pair_examples(GSM8K, 6)
+    pairs = build_pairs(load_gsm8k_solutions(GSM8K, 6), 6)
+    assert [e.label for e in examples] == [1, 0, 1, 0, 1, 0]
+    for e, p in zip(examples, pairs, strict=True):
+        assert (e.question, e.responses, e.correct) == (p.question, list(p.responses), p.correct)
+    assert harness.compare_options("direct", 64)["reasoning_tokens"] is None
+    assert harness.compare_options("reasoning", 64)["reasoning_tokens"] == 64
+
+
+async def test_run_calibration_on_pairs_reads_each_by_comparison() -> None:
+    examples = harness.pair_examples(GSM8K, 20)
+    seen: list[dict[str, Any]] = []
+    p_correct = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        first = body["responses"][0]
+        e = next(x for x in examples if x.response == first and x.other == body["responses"][1])
+        p = 0.55 + zlib.crc32(first.encode()) % 400 / 1000  # P(correct over wrong) > 1/2
+        p_correct[e.id] = p
+        p01 = p if e.correct == 0 else 1 - p
+        return httpx.Response(200, json=pair_answer(p01))
+
+    result = await harness.run_calibration(
+        "http://svc",
+        GSM8K,
+        "gsm8k-pairs",
+        20,
+        folds=4,
+        n_bins=5,
+        transport=httpx.MockTransport(handler),
+    )
+    assert len(seen) == 20
+    assert all(
+        (b["mode"], b["debias"], b["calibration_id"]) == ("pairwise", "swap", "none") for b in seen
+    )
+    assert result["config"]["target"] == "compare"
+    assert result["base_rate"] == 0.5
+    for item, e in zip(result["items"], examples, strict=True):
+        z = special.logit(p_correct[e.id])
+        assert item["logit"] == pytest.approx(z if e.label == 1 else -z)
+    # every pair ranks the correct solution first: each positive logit above each negative one
+    assert result["held_out"]["raw"]["metrics"]["auroc"] == 1.0

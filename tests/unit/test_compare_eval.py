@@ -19,6 +19,7 @@ from service.evals import compare as ev
 from service.evals.compare import JudgedPair, LabelledPair, PairRead
 from service.evals.report import compare_rows as report_rows
 from service.scoring.bestofn import BestOfNItem, Candidate
+from tests.support.compare_answers import pair_answer
 
 SOLVERS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
 
@@ -182,29 +183,21 @@ def fake_compare_server(seen: list[dict[str, Any]]) -> httpx.MockTransport:
         if len(seen) == 2:
             err = {"type": "invalid_request", "message": "too long"}
             return httpx.Response(422, json={"error": err})
-        return httpx.Response(
-            200,
-            json={
-                "mode": "pairwise",
-                "aggregation": "bradley_terry",
-                "debias": "swap",
-                "model": "fake-model",
-                "results": [
-                    {"index": 1, "reward": 0, "score": 0.5},
-                    {"index": 0, "reward": 0, "score": 0.5},
-                ],
-                "ranking": [0, 1],
-                "preferences": [[None, 0.5], [0.5, None]],
-                "position_consistency": 0.0,
-                "first_position_rate": 0.75,
-                "passes": 2,
-                "reads": [
-                    {"order": [0, 1], "probabilities": [0.75, 0.25]},
-                    {"order": [1, 0], "probabilities": [0.75, 0.25]},
-                ],
-                "usage": usage(300, 2),
-            },
+        answer = pair_answer(
+            0.5,
+            results=[
+                {"index": 1, "reward": 0, "score": 0.5},
+                {"index": 0, "reward": 0, "score": 0.5},
+            ],
+            position_consistency=0.0,
+            first_position_rate=0.75,
+            reads=[
+                {"order": [0, 1], "probabilities": [0.75, 0.25]},
+                {"order": [1, 0], "probabilities": [0.75, 0.25]},
+            ],
+            usage=usage(300, 2),
         )
+        return httpx.Response(200, json=answer)
 
     return httpx.MockTransport(handler)
 

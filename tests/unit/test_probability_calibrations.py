@@ -4,7 +4,6 @@ calibration applies to a request, and the calibrated answers built from raw ones
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -22,15 +21,13 @@ from service.protocol import (
 )
 from service.protocol.base import BudgetInfo
 from service.protocol.calibrate import (
-    CalibrationFit,
-    CalibrationMetrics,
-    ProbabilityCalibration,
     ProbabilityCalibrationRequest,
 )
 from service.protocol.judge import RerankMeta, RerankResponse, RerankResult, ScoreResult
 from service.protocol.reward import RewardRequest, RewardResponse
 from service.scoring.calibration import calibrated_probability, calibrator_of
 from service.stores import probability_calibrations as pc
+from tests.support.calibration_records import record
 
 
 def examples(labels: list[Any]) -> list[dict[str, Any]]:
@@ -66,41 +63,6 @@ def test_a_fit_that_cannot_be_made_is_refused_before_any_read(
 def test_the_smallest_fits_are_admitted() -> None:
     assert len(fit_request([0, 1] * 5).examples) == 10  # 5 folds: 8 to fit each on
     assert len(fit_request([0, 1] * 8, folds=2).examples) == 16
-
-
-def metrics() -> CalibrationMetrics:
-    return CalibrationMetrics(
-        n=2, base_rate=0.5, mean_probability=0.5, nll=0.7, brier=0.25, ece=0.0, auroc=0.5, bins=[]
-    )
-
-
-def record(method: str = "platt", **update: Any) -> ProbabilityCalibration:
-    params: dict[str, float | bool] = (
-        {"a": 0.5, "b": -0.3, "at_bound": False}
-        if method == "platt"
-        else {"temperature": 2.0, "at_bound": False}
-    )
-    fit = CalibrationFit(raw=metrics(), calibrated=metrics())
-    cal = ProbabilityCalibration.model_validate(
-        {
-            "id": pc.new_probability_calibration_id(),
-            "target": "outcome",
-            "method": method,
-            "parameters": params,
-            "model": "m",
-            "mode": "direct",
-            "reasoning_tokens": None,
-            "examples": 10,
-            "positives": 5,
-            "folds": 5,
-            "bins": 10,
-            "seed": 0,
-            "fit_set": fit.model_dump(),
-            "held_out": fit.model_dump(),
-            "created_at": time.time(),
-        }
-    )
-    return cal.model_copy(update=update)
 
 
 async def test_the_applicable_calibration_is_named_default_or_none() -> None:

@@ -59,6 +59,31 @@ CALIBRATION: Endpoint[BaseModel, m.Calibration] = Endpoint(
 DELETE_CALIBRATION: Endpoint[BaseModel, BaseModel] = Endpoint(
     "DELETE", "/v1/mcq/calibrations/{id}", None, None
 )
+FIT_PROBABILITY = Endpoint(
+    "POST",
+    "/v1/calibrations",
+    m.ProbabilityCalibrationRequest,
+    m.ProbabilityCalibrationResponse,
+)
+PROBABILITY_CALIBRATIONS: Endpoint[BaseModel, m.ProbabilityCalibrationList] = Endpoint(
+    "GET", "/v1/calibrations", None, m.ProbabilityCalibrationList
+)
+PROBABILITY_CALIBRATION: Endpoint[BaseModel, m.ProbabilityCalibration] = Endpoint(
+    "GET", "/v1/calibrations/{id}", None, m.ProbabilityCalibration
+)
+DELETE_PROBABILITY_CALIBRATION: Endpoint[BaseModel, BaseModel] = Endpoint(
+    "DELETE", "/v1/calibrations/{id}", None, None
+)
+CALIBRATION_DEFAULTS: Endpoint[BaseModel, m.CalibrationDefaults] = Endpoint(
+    "GET", "/v1/calibrations/defaults", None, m.CalibrationDefaults
+)
+# {id} is the target here: the one path parameter the request builder fills
+SET_CALIBRATION_DEFAULT = Endpoint(
+    "PUT", "/v1/calibrations/defaults/{id}", m.CalibrationDefault, m.CalibrationDefaults
+)
+CLEAR_CALIBRATION_DEFAULT: Endpoint[BaseModel, BaseModel] = Endpoint(
+    "DELETE", "/v1/calibrations/defaults/{id}", None, None
+)
 MODELS: Endpoint[BaseModel, m.ModelList] = Endpoint("GET", "/v1/models", None, m.ModelList)
 READY: Endpoint[BaseModel, m.Readiness] = Endpoint("GET", "/ready", None, m.Readiness)
 

@@ -238,6 +238,40 @@ class Client:
     def delete_calibration(self, calibration_id: str) -> None:
         self._call(b.DELETE_CALIBRATION, path_id=calibration_id)
 
+    # --- probability calibrations ------------------------------------------------------------
+    def fit_probability_calibration(
+        self,
+        request: m.ProbabilityCalibrationRequest | None = None,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.ProbabilityCalibrationResponse:
+        """POST /v1/calibrations: fit and store a probability calibration on labelled
+        examples (target outcome or compare)."""
+        return self._must(b.FIT_PROBABILITY, request, fields, idempotency_key=idempotency_key)
+
+    def list_probability_calibrations(self) -> m.ProbabilityCalibrationList:
+        return self._must(b.PROBABILITY_CALIBRATIONS)
+
+    def get_probability_calibration(self, calibration_id: str) -> m.ProbabilityCalibration:
+        return self._must(b.PROBABILITY_CALIBRATION, path_id=calibration_id)
+
+    def delete_probability_calibration(self, calibration_id: str) -> None:
+        self._call(b.DELETE_PROBABILITY_CALIBRATION, path_id=calibration_id)
+
+    def calibration_defaults(self) -> m.CalibrationDefaults:
+        """This tenant's default probability calibration per target."""
+        return self._must(b.CALIBRATION_DEFAULTS)
+
+    def set_calibration_default(self, target: str, calibration_id: str) -> m.CalibrationDefaults:
+        return self._must(
+            b.SET_CALIBRATION_DEFAULT, None, {"calibration_id": calibration_id}, path_id=target
+        )
+
+    def clear_calibration_default(self, target: str) -> None:
+        self._call(b.CLEAR_CALIBRATION_DEFAULT, path_id=target)
+
     # --- service ----------------------------------------------------------------------------
     def models(self) -> m.ModelList:
         return self._must(b.MODELS)
@@ -453,6 +487,42 @@ class AsyncClient:
 
     async def delete_calibration(self, calibration_id: str) -> None:
         await self._call(b.DELETE_CALIBRATION, path_id=calibration_id)
+
+    # --- probability calibrations ------------------------------------------------------------
+    async def fit_probability_calibration(
+        self,
+        request: m.ProbabilityCalibrationRequest | None = None,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.ProbabilityCalibrationResponse:
+        """POST /v1/calibrations: fit and store a probability calibration on labelled
+        examples (target outcome or compare)."""
+        return await self._must(b.FIT_PROBABILITY, request, fields, idempotency_key=idempotency_key)
+
+    async def list_probability_calibrations(self) -> m.ProbabilityCalibrationList:
+        return await self._must(b.PROBABILITY_CALIBRATIONS)
+
+    async def get_probability_calibration(self, calibration_id: str) -> m.ProbabilityCalibration:
+        return await self._must(b.PROBABILITY_CALIBRATION, path_id=calibration_id)
+
+    async def delete_probability_calibration(self, calibration_id: str) -> None:
+        await self._call(b.DELETE_PROBABILITY_CALIBRATION, path_id=calibration_id)
+
+    async def calibration_defaults(self) -> m.CalibrationDefaults:
+        """This tenant's default probability calibration per target."""
+        return await self._must(b.CALIBRATION_DEFAULTS)
+
+    async def set_calibration_default(
+        self, target: str, calibration_id: str
+    ) -> m.CalibrationDefaults:
+        return await self._must(
+            b.SET_CALIBRATION_DEFAULT, None, {"calibration_id": calibration_id}, path_id=target
+        )
+
+    async def clear_calibration_default(self, target: str) -> None:
+        await self._call(b.CLEAR_CALIBRATION_DEFAULT, path_id=target)
 
     # --- service ----------------------------------------------------------------------------
     async def models(self) -> m.ModelList:

@@ -231,6 +231,33 @@ class ClassifyRequest(BaseModel):
     user: Annotated[str | None, Field(title="User")] = None
 
 
+class CompareExample(BaseModel):
+    """
+    One labelled pair: the question, two responses and which of them is preferred.
+    """
+
+    criteria: Annotated[str | None, Field(title="Criteria")] = None
+    """
+    What counts as correct (rubric text); shown to the model.
+    """
+    preferred: Annotated[int, Field(title="Preferred")]
+    """
+    0 or 1: the index of the preferred response.
+    """
+    question: Annotated[str, Field(title="Question")]
+    """
+    The problem both responses answer.
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    """
+    The gold answer, or a reference solution (its final answer is compared).
+    """
+    responses: Annotated[list[str], Field(max_length=2, min_length=2, title="Responses")]
+    """
+    The two responses, in any order.
+    """
+
+
 class CompareRead(BaseModel):
     order: Annotated[list[int], Field(title="Order")]
     """
@@ -295,7 +322,7 @@ class CompareRequest(BaseModel):
     """
     calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
     """
-    listwise with pride: a PriDe calibration fitted on items with as many options as there are responses (POST /v1/mcq/calibrations).
+    listwise with pride: a PriDe calibration fitted on items with as many options as there are responses (POST /v1/mcq/calibrations). On /v1/judge/compare also a probability calibration of target 'compare' (pcal_..., POST /v1/calibrations) mapping the pairwise preferences, or 'none' for the raw read when the tenant has a default.
     """
     criteria: Annotated[str | None, Field(title="Criteria")] = None
     """
@@ -355,13 +382,17 @@ class CompareRequest(BaseModel):
 
 class CompareResult(BaseModel):
     index: Annotated[int, Field(title="Index")]
+    raw_score: Annotated[float | None, Field(title="Raw Score")] = None
+    """
+    The raw score when a calibration mapped `score`; else null.
+    """
     reward: Annotated[float, Field(title="Reward")]
     """
     bradley_terry: the centred log-strength; win_rate: the win rate; mean_probability: log of the mean probability of being best.
     """
     score: Annotated[float, Field(title="Score")]
     """
-    In [0, 1]. bradley_terry: the expected win rate under the fit; win_rate: the win rate; mean_probability: the mean probability of being best (sums to 1).
+    In [0, 1]. bradley_terry: the expected win rate under the fit; win_rate: the win rate; mean_probability: the mean probability of being best (sums to 1). Calibrated (two responses only): the calibrated preference over the other.
     """
 
 
@@ -386,7 +417,7 @@ class CompareSpec(BaseModel):
     """
     calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
     """
-    listwise with pride: a PriDe calibration fitted on items with as many options as there are responses (POST /v1/mcq/calibrations).
+    listwise with pride: a PriDe calibration fitted on items with as many options as there are responses (POST /v1/mcq/calibrations). On /v1/judge/compare also a probability calibration of target 'compare' (pcal_..., POST /v1/calibrations) mapping the pairwise preferences, or 'none' for the raw read when the tenant has a default.
     """
     debias: Annotated[Literal["swap", "permute", "pride", "none"] | None, Field(title="Debias")] = (
         None
@@ -980,16 +1011,7 @@ Binning = TypeAliasType("Binning", Annotated[Literal["equal_mass"], Field(title=
 Object6 = TypeAliasType("Object6", Annotated[Literal["calibration"], Field(title="Object")])
 
 
-Target = TypeAliasType("Target", Annotated[Literal["outcome"], Field(title="Target")])
-
-
 Object7 = TypeAliasType("Object7", Annotated[Literal["list"], Field(title="Object")])
-
-
-Target1 = TypeAliasType("Target1", Annotated[Literal["outcome"], Field(title="Target")])
-"""
-What the calibration applies to.
-"""
 
 
 class ProbabilityCalibrationRequest(BaseModel):
@@ -1010,9 +1032,11 @@ class ProbabilityCalibrationRequest(BaseModel):
     """
     Make it this tenant's default for its target: applied to every answer of that target that names no calibration_id.
     """
-    examples: Annotated[list[OutcomeExample], Field(min_length=8, title="Examples")]
+    examples: Annotated[
+        list[OutcomeExample | CompareExample], Field(min_length=8, title="Examples")
+    ]
     """
-    Labelled examples, at least 8 with both labels present (each fold of the cross-validation needs both too).
+    Labelled examples, at least 8. outcome: {question, response, label}, both labels present (each fold of the cross-validation needs both too); compare: {question, responses: [a, b], preferred}.
     """
     folds: Annotated[int, Field(ge=2, le=20, title="Folds")] = 5
     """
@@ -1020,7 +1044,7 @@ class ProbabilityCalibrationRequest(BaseModel):
     """
     method: Annotated[Literal["temperature", "platt"], Field(title="Method")] = "temperature"
     """
-    temperature: sigmoid(logit / T); platt: sigmoid(a * logit + b), a > 0.
+    temperature: sigmoid(logit / T); platt: sigmoid(a * logit + b), a > 0 (outcome only: a preference's two sides must still sum to 1).
     """
     mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
     """
@@ -1035,16 +1059,13 @@ class ProbabilityCalibrationRequest(BaseModel):
     """
     Seed of the stratified fold assignment.
     """
-    target: Annotated[Literal["outcome"], Field(title="Target")]
+    target: Annotated[Literal["outcome", "compare"], Field(title="Target")]
     """
     What the calibration applies to.
     """
 
 
 Object8 = TypeAliasType("Object8", Annotated[Literal["calibration"], Field(title="Object")])
-
-
-Target2 = TypeAliasType("Target2", Annotated[Literal["outcome"], Field(title="Target")])
 
 
 MaxEvalTokens18 = TypeAliasType(
@@ -1840,6 +1861,10 @@ class CompareResponse(BaseModel):
         Field(title="Aggregation"),
     ]
     budget: BudgetInfo | None = None
+    calibration: CalibrationInfo | None = None
+    """
+    The calibration `preferences` went through; null: none.
+    """
     debias: Annotated[Literal["swap", "permute", "pride", "none"], Field(title="Debias")]
     first_position_rate: Annotated[float | None, Field(title="First Position Rate")]
     """
@@ -1862,6 +1887,12 @@ class CompareResponse(BaseModel):
     ranking: Annotated[list[int], Field(title="Ranking")]
     """
     Indices best first; ties by lowest index.
+    """
+    raw_preferences: Annotated[list[list[float | None]] | None, Field(title="Raw Preferences")] = (
+        None
+    )
+    """
+    The raw preference matrix when a calibration mapped `preferences`; else null.
     """
     reads: Annotated[list[CompareRead] | None, Field(title="Reads")] = None
     results: Annotated[list[CompareResult], Field(title="Results")]
@@ -2401,7 +2432,7 @@ class ProbabilityCalibration(BaseModel):
     The rationale budget (reasoning mode).
     """
     seed: Annotated[int, Field(title="Seed")]
-    target: Annotated[Literal["outcome"], Field(title="Target")]
+    target: Annotated[Literal["outcome", "compare"], Field(title="Target")]
 
 
 class ProbabilityCalibrationList(BaseModel):
@@ -2444,7 +2475,7 @@ class ProbabilityCalibrationResponse(BaseModel):
     The rationale budget (reasoning mode).
     """
     seed: Annotated[int, Field(title="Seed")]
-    target: Annotated[Literal["outcome"], Field(title="Target")]
+    target: Annotated[Literal["outcome", "compare"], Field(title="Target")]
     usage: Usage
 
 

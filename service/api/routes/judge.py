@@ -14,6 +14,7 @@ from service.protocol import (
     ProcessRequest,
     ProcessResponse,
 )
+from service.protocol.calibrate import is_probability_calibration
 from service.protocol.compare import CompareRequest, CompareResponse
 
 router = APIRouter(prefix="/v1/judge", tags=["judge"], responses=ERRORS)
@@ -38,6 +39,21 @@ async def judge_process(req: ProcessRequest, job: JobDep) -> Metered:
 @router.post("/compare", response_model=CompareResponse)
 async def judge_compare(req: CompareRequest, job: JobDep) -> Metered:
     """Compare responses to one question, pairwise or listwise, position bias removed
-    (docs/methods.md H)."""
-    await job.check_calibration(req.calibration_id, "pride", [len(req.responses)])
-    return await job.run("compare", req)
+    (docs/methods.md H); pairwise preferences through a probability calibration when one
+    applies (docs/methods.md J.5)."""
+    if not is_probability_calibration(req.calibration_id):
+        await job.check_calibration(req.calibration_id, "pride", [len(req.responses)])
+        cal = None
+        if req.resolved_debias() == "swap":  # the tenant's default maps swap reads only
+            cal = await job.probability_calibration(None, "compare", _judge_mode(req))
+        resp = await job.run("compare", req)
+    else:
+        cal = await job.probability_calibration(req.calibration_id, "compare", _judge_mode(req))
+        # the job reads raw: the calibration is applied here, after it
+        resp = await job.run("compare", req.model_copy(update={"calibration_id": None}))
+    assert isinstance(resp, CompareResponse)  # the compare job's response model
+    return calibrated.compare(resp, cal)
+
+
+def _judge_mode(req: CompareRequest) -> str:
+    return "reasoning" if req.reasoning else "direct"

@@ -169,13 +169,24 @@ def _outcome_request(req: OutcomeRequest) -> Estimate:
     return _outcome(_context(req, req.question), req.response, _judging(req))
 
 
+# How a compare calibration reads each pair: pairwise, both orders (serving/calibrate.py).
+_PAIR_READS = CompareSpec.model_validate({"mode": "pairwise", "debias": "swap"})
+
+
 def _calibration_fit(req: ProbabilityCalibrationRequest) -> Estimate:
-    """One model judgment per labelled example (never by rule: serving/calibrate.py)."""
+    """One model judgment per labelled example (never by rule), or one pairwise comparison in
+    both orders per labelled pair (serving/calibrate.py)."""
     j = _Judging(mode=req.mode, samples=1, reasoning_tokens=req.reasoning_tokens)
+    reasoning = req.reasoning_tokens if req.mode == "reasoning" else None
     total = ZERO
-    for ex in req.examples:
+    for ex in req.outcome_examples():
         context = estimate_text_tokens(ex.question) + _reference(ex.reference, ex.criteria)
         total += _outcome(context, ex.response, j)
+    for pair in req.compare_examples():
+        context = estimate_text_tokens(pair.question) + _reference(pair.reference, pair.criteria)
+        if pair.reference is None and pair.criteria is not None:
+            context += REFERENCE_OVERHEAD + estimate_text_tokens(pair.criteria)
+        total += _comparison(context, pair.responses, _PAIR_READS, reasoning, 1)
     return total
 
 
