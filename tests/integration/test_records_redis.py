@@ -8,7 +8,9 @@ from collections.abc import Callable
 import pytest
 from redis.asyncio import Redis
 
+from service.protocol.mcq import Calibration, CalibrationCost
 from service.stores import probability_calibrations as store_module
+from service.stores.calibrations import MemoryCalibrations, RedisCalibrations
 from service.stores.probability_calibrations import ProbabilityCalibrationStore
 from tests.support.calibration_records import record
 
@@ -67,3 +69,26 @@ async def test_ids_of_another_shape_are_never_looked_up(make: Make, bad: str) ->
     await store.put("alpha", record(id=bad))  # stored under an id we never hand out
     assert await store.get("alpha", bad) is None
     assert not await store.delete("alpha", bad)
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_the_mcq_priors_keep_no_defaults(backend: str, r: Redis, prefix: str) -> None:
+    store = MemoryCalibrations() if backend == "memory" else RedisCalibrations(r, prefix)
+    cal = Calibration(
+        id="cal_prior_without_defaults",
+        method="pride",
+        model="m",
+        k=2,
+        params={"prior": [0.6, 0.4]},
+        items=1,
+        cost=CalibrationCost(forward_passes=2, tokens=1),
+        created_at=0.0,
+    )
+    await store.put("alpha", cal)
+    with pytest.raises(TypeError, match="keeps no defaults"):
+        await store.set_default("alpha", "pride", cal.id)
+    assert await store.defaults("alpha") == {}
+    assert await store.delete("alpha", cal.id)
+    assert await store.get("alpha", cal.id) is None
+    if backend == "redis":
+        assert [k async for k in r.scan_iter(match=f"{prefix}*")] == []
