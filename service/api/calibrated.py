@@ -47,7 +47,15 @@ def _mapped(cal: ProbabilityCalibration, raw: float) -> float:
     return calibrated_probability(cal.method, cal.parameters, z)
 
 
-def _lowered(resp: ScoreResponse | RerankResponse, cal: ProbabilityCalibration) -> bool:
+def outcome_mode(mode: str) -> str:
+    """The judging mode of a score or rerank request's outcome reads: single_pass reads them
+    direct (serving/score.py)."""
+    return "direct" if mode == "single_pass" else mode
+
+
+def _lowered(
+    resp: ScoreResponse | RerankResponse | CompareResponse, cal: ProbabilityCalibration
+) -> bool:
     """The budget lowered the reads to direct, and ``cal`` is for another mode (the answer's
     ``budget.note`` says so): the reads are not what the calibration was fitted on."""
     return resp.budget is not None and resp.budget.degraded and cal.mode != "direct"
@@ -107,7 +115,7 @@ def compare(resp: CompareResponse, cal: ProbabilityCalibration | None) -> Compar
     preference, so it is mapped too; with more, a score aggregates several pairs and stays
     raw. Rewards and ranking stay raw: the map is monotone in each pair. A read the budget
     lowered to another mode than the calibration's is left raw (``budget.note`` says so)."""
-    if cal is None or (resp.budget is not None and resp.budget.degraded and cal.mode != "direct"):
+    if cal is None or _lowered(resp, cal):
         return resp
     matrix = [[None if p is None else _mapped(cal, p) for p in row] for row in resp.preferences]
     update: dict[str, object] = {

@@ -121,8 +121,9 @@ def processbench_examples(path: Path, limit: int | None) -> list[Example]:
 def pair_examples(path: Path, limit: int | None) -> list[Example]:
     """GSM8K's labelled pairs in ``build_pairs`` order (positions balanced), fitted in
     alternating orientation (``calibration.pair_labels``)."""
-    questions = None if limit is None else limit  # each question gives at least one pair
-    pairs = build_pairs(load_gsm8k_solutions(path, questions), limit)
+    # as `verifier eval compare` reads them: a question may give no pair (all its solutions
+    # right, or all wrong), so every question is loaded and the pairs are cut
+    pairs = build_pairs(load_gsm8k_solutions(path), limit)
     labels = calibration.pair_labels(len(pairs))
     return [
         Example(

@@ -23,7 +23,7 @@ def new_calibration_id() -> str:
 
 
 def MemoryCalibrations() -> MemoryRecords[Calibration]:
-    return MemoryRecords(ID_PREFIX)
+    return MemoryRecords(ID_PREFIX, with_defaults=False)
 
 
 def RedisCalibrations(redis: Redis, prefix: str) -> RedisRecords[Calibration]:
@@ -34,7 +34,6 @@ def RedisCalibrations(redis: Redis, prefix: str) -> RedisRecords[Calibration]:
         ID_PREFIX,
         names.calibration,
         names.calibrations,
-        names.calibration_defaults,
     )
 
 

@@ -13,7 +13,6 @@ With the default ``redis.prefix`` ``verifier:`` (``VERIFIER_REDIS__PREFIX``)::
     verifier:judgments                 sorted set of cached judgment keys by time (size cap)
     verifier:calib:<tenant>:<id>       a fitted MCQ calibration (JSON), kept until deleted
     verifier:calibs:<tenant>           set of that tenant's calibration ids
-    verifier:calib_defaults:<tenant>   hash: slot -> the tenant's default MCQ calibration (unused)
     verifier:pcalib:<tenant>:<id>      a fitted probability calibration (JSON), kept until deleted
     verifier:pcalibs:<tenant>          set of that tenant's probability calibration ids
     verifier:pcalib_defaults:<tenant>  hash: target -> the tenant's default probability calibration
@@ -78,9 +77,6 @@ class RedisNames:
 
     def calibrations(self, tenant: str) -> str:
         return f"{self.prefix}calibs:{tenant}"
-
-    def calibration_defaults(self, tenant: str) -> str:
-        return f"{self.prefix}calib_defaults:{tenant}"
 
     def probability_calibration(self, tenant: str, calibration_id: str) -> str:
         return f"{self.prefix}pcalib:{tenant}:{calibration_id}"

@@ -2,8 +2,9 @@
 
 Redis when configured (kept across restarts, shared by API and worker processes), else memory.
 Every read and write is scoped by tenant: a tenant can neither read, list, use nor delete
-another's record. A tenant may also mark one record per *slot* (a calibration target) as its
-default; deleting that record clears the mark.
+another's record. Where the family has defaults (probability calibrations), a tenant may also
+mark one record per *slot* (a calibration target) as its default; deleting that record clears
+the mark. A family without defaults (the MCQ priors) keeps no defaults key.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def _created(record: BaseModel) -> float:
     return created
 
 
+NO_DEFAULTS = "this record family keeps no defaults"
+
+
 class RecordStore(Protocol[R]):
     async def put(self, tenant: str, record: R) -> None: ...
 
@@ -52,10 +56,11 @@ class RecordStore(Protocol[R]):
 class MemoryRecords(Generic[R]):
     """In-process store (single-process service with the local queue)."""
 
-    def __init__(self, id_prefix: str) -> None:
+    def __init__(self, id_prefix: str, *, with_defaults: bool = True) -> None:
         self._pattern = id_pattern(id_prefix)
         self._data: dict[tuple[str, str], R] = {}
         self._defaults: dict[str, dict[str, str]] = {}
+        self._with_defaults = with_defaults
 
     async def put(self, tenant: str, record: R) -> None:
         self._data[(tenant, getattr(record, "id"))] = record  # noqa: B009
@@ -77,6 +82,8 @@ class MemoryRecords(Generic[R]):
         return self._data.pop((tenant, record_id), None) is not None
 
     async def set_default(self, tenant: str, slot: str, record_id: str | None) -> None:
+        if not self._with_defaults:
+            raise TypeError(NO_DEFAULTS)
         marks = self._defaults.setdefault(tenant, {})
         if record_id is None:
             marks.pop(slot, None)
@@ -98,10 +105,10 @@ class RedisRecords(Generic[R]):
         id_prefix: str,
         record_key: Callable[[str, str], str],
         index_key: Callable[[str], str],
-        defaults_key: Callable[[str], str],
+        defaults_key: Callable[[str], str] | None = None,
     ) -> None:
         """The key names: ``record_key(tenant, id)``, ``index_key(tenant)`` (the id set) and
-        ``defaults_key(tenant)`` (the hash of defaults)."""
+        ``defaults_key(tenant)`` (the hash of defaults; None: the family has none)."""
         self._redis = redis
         self._model = model
         self._pattern = id_pattern(id_prefix)
@@ -139,18 +146,21 @@ class RedisRecords(Generic[R]):
     async def delete(self, tenant: str, record_id: str) -> bool:
         if self._pattern.fullmatch(record_id) is None:
             return False
-        defaults = self._defaults(tenant)
+        defaults = None if self._defaults is None else self._defaults(tenant)
         with unavailable("delete a record"):
-            marks = await self._redis.hgetall(defaults)
+            marks = {} if defaults is None else await self._redis.hgetall(defaults)
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.delete(self._key(tenant, record_id))
                 pipe.srem(self._index(tenant), record_id)
-                for slot in [s for s, i in marks.items() if i == record_id]:
-                    pipe.hdel(defaults, slot)
+                if defaults is not None:
+                    for slot in [s for s, i in marks.items() if i == record_id]:
+                        pipe.hdel(defaults, slot)
                 removed, *_ = await pipe.execute()
         return bool(removed)
 
     async def set_default(self, tenant: str, slot: str, record_id: str | None) -> None:
+        if self._defaults is None:
+            raise TypeError(NO_DEFAULTS)
         defaults = self._defaults(tenant)
         with unavailable("mark a default"):
             if record_id is None:
@@ -159,6 +169,8 @@ class RedisRecords(Generic[R]):
                 await self._redis.hset(defaults, slot, record_id)
 
     async def defaults(self, tenant: str) -> dict[str, str]:
+        if self._defaults is None:
+            return {}
         with unavailable("read the defaults"):
             marks = await self._redis.hgetall(self._defaults(tenant))
         return {str(k): str(v) for k, v in marks.items()}

@@ -3,45 +3,18 @@ contract, both backends (the calibrations of both families live in it)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
 from redis.asyncio import Redis
 
-from service.protocol.calibrate import CalibrationFit, CalibrationMetrics, ProbabilityCalibration
+from service.protocol.mcq import Calibration, CalibrationCost
 from service.stores import probability_calibrations as store_module
+from service.stores.calibrations import MemoryCalibrations, RedisCalibrations
 from service.stores.probability_calibrations import ProbabilityCalibrationStore
+from tests.support.calibration_records import record
 
 Make = Callable[[], ProbabilityCalibrationStore]
-
-
-def metrics() -> CalibrationMetrics:
-    return CalibrationMetrics(
-        n=2, base_rate=0.5, mean_probability=0.5, nll=0.7, brier=0.25, ece=0.0, auroc=0.5, bins=[]
-    )
-
-
-def record(target_id: str | None = None, **update: object) -> ProbabilityCalibration:
-    fit = CalibrationFit(raw=metrics(), calibrated=metrics())
-    cal = ProbabilityCalibration(
-        id=target_id or store_module.new_probability_calibration_id(),
-        target="outcome",
-        method="temperature",
-        parameters={"temperature": 2.0, "at_bound": False},
-        model="m",
-        mode="direct",
-        reasoning_tokens=None,
-        examples=10,
-        positives=5,
-        folds=2,
-        bins=4,
-        seed=0,
-        fit_set=fit,
-        held_out=fit,
-        created_at=time.time(),
-    )
-    return cal.model_copy(update=update)
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -93,6 +66,29 @@ async def test_a_default_is_per_tenant_and_goes_with_its_record(make: Make) -> N
 )
 async def test_ids_of_another_shape_are_never_looked_up(make: Make, bad: str) -> None:
     store = make()
-    await store.put("alpha", record(bad))  # stored under an id we never hand out
+    await store.put("alpha", record(id=bad))  # stored under an id we never hand out
     assert await store.get("alpha", bad) is None
     assert not await store.delete("alpha", bad)
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_the_mcq_priors_keep_no_defaults(backend: str, r: Redis, prefix: str) -> None:
+    store = MemoryCalibrations() if backend == "memory" else RedisCalibrations(r, prefix)
+    cal = Calibration(
+        id="cal_prior_without_defaults",
+        method="pride",
+        model="m",
+        k=2,
+        params={"prior": [0.6, 0.4]},
+        items=1,
+        cost=CalibrationCost(forward_passes=2, tokens=1),
+        created_at=0.0,
+    )
+    await store.put("alpha", cal)
+    with pytest.raises(TypeError, match="keeps no defaults"):
+        await store.set_default("alpha", "pride", cal.id)
+    assert await store.defaults("alpha") == {}
+    assert await store.delete("alpha", cal.id)
+    assert await store.get("alpha", cal.id) is None
+    if backend == "redis":
+        assert [k async for k in r.scan_iter(match=f"{prefix}*")] == []

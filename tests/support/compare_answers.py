@@ -1,8 +1,23 @@
-"""The JSON of a /v1/judge/compare answer for one pair, for fake services in unit tests."""
+"""Labelled GSM8K solutions files and /v1/judge/compare answers, for the eval harnesses' unit
+tests against fake services."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+SOLVERS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
+
+
+def write_solutions(path: Path, flags: list[list[bool]]) -> None:
+    """A solutions file in the GSM8K example format: question i, each solver right or not."""
+    with path.open("w", encoding="utf-8") as handle:
+        for i, row in enumerate(flags):
+            line: dict[str, Any] = {"question": f"q{i}", "ground_truth": "A: 1"}
+            for solver, ok in zip(SOLVERS, row, strict=True):
+                line[solver] = {"is_correct": ok, "solution": f"{solver} says {i}"}
+            handle.write(json.dumps(line) + "\n")
 
 
 def pair_answer(p01: float, **update: Any) -> dict[str, Any]:

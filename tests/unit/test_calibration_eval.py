@@ -17,7 +17,7 @@ from service.evals.compare import build_pairs
 from service.evals.data import load_gsm8k_solutions, load_processbench
 from service.evals.plots import reliability_plot
 from service.evals.report import calibration_grid, calibration_rows, print_table
-from tests.support.compare_answers import pair_answer
+from tests.support.compare_answers import pair_answer, write_solutions
 
 ROOT = Path(__file__).resolve().parents[2]
 GSM8K = ROOT / "data" / "gsm8k" / "example_model_solutions.jsonl"
@@ -139,6 +139,14 @@ def test_a_single_class_is_refused_by_the_fit() -> None:
     reads = [harness.Read(e, 1.0, 0.7) for e in examples]
     with pytest.raises(ValueError, match="all 12 labels are 0"):
         harness.summarize(reads, 5, 10, 0)
+
+
+def test_questions_without_a_pair_do_not_shorten_the_pairs(tmp_path: Path) -> None:
+    data = tmp_path / "solutions.jsonl"
+    # two questions all right (no pair), then one with 1 right and 3 wrong (3 pairs)
+    write_solutions(data, [[True] * 4, [True] * 4, [True, False, False, False]])
+    examples = harness.pair_examples(data, 2)
+    assert [e.id.split(":")[0] for e in examples] == ["2", "2"]
 
 
 def test_pair_examples_are_the_compare_pairs_in_alternating_orientation() -> None:

@@ -19,9 +19,7 @@ from service.evals import compare as ev
 from service.evals.compare import JudgedPair, LabelledPair, PairRead
 from service.evals.report import compare_rows as report_rows
 from service.scoring.bestofn import BestOfNItem, Candidate
-from tests.support.compare_answers import pair_answer
-
-SOLVERS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
+from tests.support.compare_answers import SOLVERS, pair_answer, write_solutions
 
 
 def item(q: int, *correct: bool) -> BestOfNItem:
@@ -163,15 +161,6 @@ def test_a_refused_pair_is_wrong_and_left_out_of_the_rates_and_costs() -> None:
         "error": "HTTP 422 invalid_request: m",
     }
     json.dumps(report, allow_nan=False)
-
-
-def write_solutions(path: Path, flags: list[list[bool]]) -> None:
-    with path.open("w", encoding="utf-8") as handle:
-        for i, row in enumerate(flags):
-            line: dict[str, Any] = {"question": f"q{i}", "ground_truth": "A: 1"}
-            for solver, ok in zip(SOLVERS, row, strict=True):
-                line[solver] = {"is_correct": ok, "solution": f"{solver} says {i}"}
-            handle.write(json.dumps(line) + "\n")
 
 
 def fake_compare_server(seen: list[dict[str, Any]]) -> httpx.MockTransport:

@@ -22,7 +22,7 @@ async def rerank(req: RerankRequest, job: JobDep) -> Metered:
     if req.method == "compare":
         await job.check_calibration(req.compare_spec().calibration_id, "pride", [len(req.texts())])
     elif req.method == "outcome":
-        mode = "direct" if req.mode == "single_pass" else req.mode
+        mode = calibrated.outcome_mode(req.mode)
         cal = await job.probability_calibration(req.calibration_id, "outcome", mode)
     # The three paths are one endpoint: one metric label, as before they shared this body.
     resp = await job.run("rerank", req, endpoint="/v1/rerank")

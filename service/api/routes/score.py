@@ -22,8 +22,7 @@ async def score(req: ScoreRequest, job: JobDep) -> Metered:
             req.compare_spec().calibration_id, "pride", [len(req.responses)]
         )
     elif req.method == "outcome":
-        # single_pass runs the outcome part direct (serving/score.py)
-        mode = "direct" if req.mode == "single_pass" else req.mode
+        mode = calibrated.outcome_mode(req.mode)
         cal = await job.probability_calibration(req.calibration_id, "outcome", mode)
     resp = await job.run("score", req)
     assert isinstance(resp, ScoreResponse)  # the score job's response model
