@@ -44,6 +44,8 @@ from service.evals.report import (
     calibration_rows,
     choices_only_rows,
     compare_rows,
+    decision_calibration_grid,
+    decision_calibration_rows,
     lambda_line,
     make_table,
     mcq_rows,
@@ -490,12 +492,13 @@ def choices_only_cmd(
 def calibration_cmd(
     output: OutputOpt,
     dataset: Annotated[
-        Literal["gsm8k", "processbench", "gsm8k-pairs"],
+        Literal["gsm8k", "processbench", "gsm8k-pairs", "arc"],
         typer.Option(
             "--dataset",
             help="Labelled solutions: gsm8k (is_correct) or processbench "
             "(final_answer_correct); or gsm8k-pairs (one correct and one wrong solution, "
-            "compared).",
+            "compared); or arc (ARC items asked as decisions: a choice and a predicate "
+            "question each).",
         ),
     ] = "gsm8k",
     data: DataOpt = None,
@@ -519,9 +522,35 @@ def calibration_cmd(
     """Calibration of judge probabilities (docs/methods.md J): the raw logit of each labelled
     solution via POST /v1/judge/outcome (or of each pair via POST /v1/judge/compare), then
     temperature and Platt scaling fitted by k-fold; held-out ECE (equal-mass bins), Brier, NLL
-    and AUROC per method, and a reliability PNG."""
-    from service.evals import calibration, plots
+    and AUROC per method, and a reliability PNG. --dataset arc reads ARC items via POST
+    /v1/decisions and fits a temperature per question type (top-label ECE)."""
+    from service.evals import calibration, decision_calibration, plots
 
+    if dataset == "arc":
+        path = resolve_data(data, decision_calibration.DEFAULT_FILE)
+
+        def decisions(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+            return decision_calibration.run_decision_calibration(
+                url,
+                path,
+                limit,
+                mode,
+                reasoning_tokens,
+                folds,
+                bins,
+                seed,
+                concurrency,
+                timeout_s=timeout,
+                progress=progress,
+            )
+
+        _run("calibration", decisions, output, decision_calibration_rows)
+        result = json.loads(output.read_text(encoding="utf-8"))
+        print_table(decision_calibration_grid(result))
+        png = _plot_path(plot, output)
+        plots.reliability_plot(result, png)
+        typer.echo(f"wrote {png}")
+        return
     path = resolve_data(data, calibration.DEFAULT_FILES[dataset])
 
     def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
