@@ -367,9 +367,7 @@ class DecisionRequest(BudgetOptions):
 
     def blocks(self) -> list[Block]:
         """The input as blocks: one headerless text, or one block per item, in order."""
-        if isinstance(self.input, str):
-            return [Block("", self.input)]
-        return [item_block(item) for item in self.input]
+        return input_blocks(self.input)
 
     def specs(self) -> list[QuestionSpec]:
         """Every question as the prompt shows it, in order."""
@@ -438,6 +436,13 @@ def check_questions(questions: list[Question]) -> None:
             _check_choices(q, where)
         elif isinstance(q, ScoreQuestion):
             _check_levels(q, where)
+
+
+def input_blocks(items: str | list[InputItem]) -> list[Block]:
+    """An input as blocks: one headerless text, or one block per item, in order."""
+    if isinstance(items, str):
+        return [Block("", items)]
+    return [item_block(item) for item in items]
 
 
 def value_text(value: str | bool) -> str:
