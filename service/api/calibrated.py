@@ -23,6 +23,7 @@ from service.protocol.decisions import (
     ScoreAnswer,
     ScoreProbability,
 )
+from service.protocol.mcq import MCQAnswer, MCQAnswerResponse, MCQBatchResponse
 from service.protocol.reward import RewardResponse
 from service.scoring.calibration import calibrated_probability, tempered
 from service.scoring.decisions import expected_level
@@ -202,3 +203,34 @@ def decisions(resp: DecisionResponse, cal: ProbabilityCalibration | None) -> Dec
         temperatures=temperatures,
     )
     return resp.model_copy(update={"answers": answers, "calibration": block})
+
+
+def _tempered_mcq(a: MCQAnswer, t: float) -> MCQAnswer:
+    """One MCQ answer's ``probs`` through temperature ``t``, the unmapped ones beside; the
+    answer (argmax, a tie included) is kept."""
+    return a.model_copy(update={"probs": tempered(a.probs, t), "uncalibrated_probs": a.probs})
+
+
+def mcq(resp: MCQAnswerResponse, cal: ProbabilityCalibration | None) -> MCQAnswerResponse:
+    """``probs`` (after debiasing) mapped through ``cal``'s temperature; ``probs_raw`` (before
+    debiasing) and the answer stay the read's."""
+    if cal is None:
+        return resp
+    t = float(cal.parameters["temperature"])
+    mapped = _tempered_mcq(resp, t)
+    return resp.model_copy(
+        update={
+            "probs": mapped.probs,
+            "uncalibrated_probs": mapped.uncalibrated_probs,
+            "calibration": info(cal),
+        }
+    )
+
+
+def mcq_batch(resp: MCQBatchResponse, cal: ProbabilityCalibration | None) -> MCQBatchResponse:
+    """`mcq`'s map on every result."""
+    if cal is None:
+        return resp
+    t = float(cal.parameters["temperature"])
+    results = [_tempered_mcq(r, t) for r in resp.results]
+    return resp.model_copy(update={"results": results, "calibration": info(cal)})

@@ -492,13 +492,13 @@ def choices_only_cmd(
 def calibration_cmd(
     output: OutputOpt,
     dataset: Annotated[
-        Literal["gsm8k", "processbench", "gsm8k-pairs", "arc"],
+        Literal["gsm8k", "processbench", "gsm8k-pairs", "arc", "arc-mcq"],
         typer.Option(
             "--dataset",
             help="Labelled solutions: gsm8k (is_correct) or processbench "
             "(final_answer_correct); or gsm8k-pairs (one correct and one wrong solution, "
             "compared); or arc (ARC items asked as decisions: a choice and a predicate "
-            "question each).",
+            "question each); or arc-mcq (ARC items asked by /v1/mcq/answer).",
         ),
     ] = "gsm8k",
     data: DataOpt = None,
@@ -523,11 +523,13 @@ def calibration_cmd(
     solution via POST /v1/judge/outcome (or of each pair via POST /v1/judge/compare), then
     temperature and Platt scaling fitted by k-fold; held-out ECE (equal-mass bins), Brier, NLL
     and AUROC per method, and a reliability PNG. --dataset arc reads ARC items via POST
-    /v1/decisions and fits a temperature per question type (top-label ECE)."""
+    /v1/decisions and fits a temperature per question type (top-label ECE); arc-mcq reads
+    them via POST /v1/mcq/answer and fits one temperature."""
     from service.evals import calibration, decision_calibration, plots
 
-    if dataset == "arc":
+    if dataset in ("arc", "arc-mcq"):
         path = resolve_data(data, decision_calibration.DEFAULT_FILE)
+        target = "decisions" if dataset == "arc" else "mcq"
 
         def decisions(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
             return decision_calibration.run_decision_calibration(
@@ -540,6 +542,7 @@ def calibration_cmd(
                 bins,
                 seed,
                 concurrency,
+                target=target,
                 timeout_s=timeout,
                 progress=progress,
             )

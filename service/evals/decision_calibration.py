@@ -1,5 +1,6 @@
-"""Calibration of decision probabilities through the service: raw vs one temperature per
-question type (methods.md J.6), on ARC questions asked as decisions.
+"""Calibration of decision and multiple-choice probabilities through the service: raw vs one
+temperature per question type (methods.md J.6), on ARC questions asked as decisions, or vs one
+temperature on ARC questions asked by ``POST /v1/mcq/answer`` (``--dataset arc-mcq``, J.7).
 
 Each ARC item is one decision, read by ``POST /v1/decisions`` as a user would send it
 (``calibration_id: "none"``, the raw read; one order of the choices, no debiasing, as the
@@ -16,6 +17,9 @@ temperatures are then fitted here (service.scoring.calibration) per question typ
 whole set and by k-fold cross-validation with both questions of an item in one fold;
 top-label ECE over equal-mass bins, multi-class NLL and Brier, accuracy and the AUROC of the
 confidence, per type and pooled.
+
+``arc-mcq`` asks each usable item once by ``POST /v1/mcq/answer`` (``debias: "none"``,
+``calibration_id: "none"``): one read of kind ``mcq`` per item, labelled with its answer key.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any, Final
 
 import httpx
 import numpy as np
+from scipy import special
 from verifier_client import AsyncClient, VerifierError
 from verifier_client.models import (
     ChoiceAnswer,
@@ -97,10 +102,12 @@ def arc_decision_examples(
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """One item's label probabilities per question (choice, predicate), or the 4xx."""
+    """One item's label probabilities per question (choice, predicate; or its one mcq read),
+    or the 4xx."""
 
     id: str
     answers: list[int]
+    kinds: tuple[str, ...] = KINDS
     probabilities: list[list[float]] | None = None
     usage: Usage | None = None
     model: str | None = None
@@ -146,7 +153,26 @@ async def read_item(
     if probs is None:
         return Read(item_id, answers, error="a question was refused (its prompt is too long)")
     usage = Usage.model_validate(res.usage.model_dump(include=set(Usage.model_fields)))
-    return Read(item_id, answers, probs, usage, res.model)
+    return Read(item_id, answers, KINDS, probs, usage, res.model)
+
+
+async def read_mcq_item(
+    client: AsyncClient, item_id: str, example: dict[str, Any], options: dict[str, Any]
+) -> Read:
+    """One ARC item by POST /v1/mcq/answer, raw; a 4xx refusal is a failed read."""
+    choice = example["questions"][0]
+    texts = [c["value"] for c in choice["choices"]]
+    answers = answer_indexes(example)[:1]
+    try:
+        res = await client.mcq_answer(
+            question=example["input"], options=texts, calibration_id="none"
+        )
+    except VerifierError as exc:
+        if not is_request_error(exc):
+            raise
+        logger.warning("%s: %s", item_id, exc)
+        return Read(item_id, answers, ("mcq",), error=str(exc))
+    return Read(item_id, answers, ("mcq",), [res.probs], res.usage, res.model)
 
 
 def _held_out_block(
@@ -162,7 +188,7 @@ def summarize(reads: list[Read], folds: int, n_bins: int, seed: int) -> dict[str
     rows, answers, kinds, groups = [], [], [], []
     for g, r in enumerate(done):
         assert r.probabilities is not None  # filtered above
-        for kind, probs, answer in zip(KINDS, r.probabilities, r.answers, strict=True):
+        for kind, probs, answer in zip(r.kinds, r.probabilities, r.answers, strict=True):
             rows.append(calibration.option_logits(probs))
             answers.append(answer)
             kinds.append(kind)
@@ -182,7 +208,7 @@ def summarize(reads: list[Read], folds: int, n_bins: int, seed: int) -> dict[str
             "held_out": {
                 "raw": _held_out_block(m["raw"], _confidences(rows, kinds, kind), n_bins, seed),
                 "temperature": _held_out_block(
-                    m["held_out"], [float(np.exp(z).max()) for z in f.held_out], n_bins, seed
+                    m["held_out"], [_confidence(z) for z in f.held_out], n_bins, seed
                 ),
             },
         }
@@ -197,12 +223,12 @@ def summarize(reads: list[Read], folds: int, n_bins: int, seed: int) -> dict[str
             "id": done[groups[i]].id,
             "kind": kinds[i],
             "answer": answers[i],
-            "raw": np.exp(rows[i]).tolist(),
+            "raw": special.softmax(rows[i]).tolist(),
             "fold": int(fold_of[i]),
             # top-label confidence, raw and through the temperature fitted without its fold
             "held_out": {
-                "raw": float(np.exp(rows[i]).max()),
-                "temperature": float(np.exp(held[i]).max()),
+                "raw": _confidence(rows[i]),
+                "temperature": _confidence(held[i]),
             },
         }
         for i in range(len(rows))
@@ -235,7 +261,13 @@ def summarize(reads: list[Read], folds: int, n_bins: int, seed: int) -> dict[str
 
 def _confidences(rows: list[Any], kinds: list[str], kind: str | None = None) -> list[float]:
     """The raw top-label confidence of each row (of ``kind`` only, when given)."""
-    return [float(np.exp(z).max()) for z, k in zip(rows, kinds, strict=True) if kind in (None, k)]
+    return [_confidence(z) for z, k in zip(rows, kinds, strict=True) if kind in (None, k)]
+
+
+def _confidence(logits: Any) -> float:
+    """The top-label confidence of a row of (calibrated) option logits: its largest softmax
+    share (a temperature's logits ``log p / T`` are not normalised)."""
+    return float(special.softmax(np.asarray(logits, dtype=np.float64)).max())
 
 
 async def run_decision_calibration(
@@ -249,27 +281,34 @@ async def run_decision_calibration(
     seed: int = 0,
     concurrency: int = 8,
     *,
+    target: str = "decisions",
     timeout_s: float | None = None,
     progress: ProgressFn | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> dict[str, Any]:
-    """Read, fit and score ARC items asked as decisions against ``url``."""
+    """Read, fit and score ARC items asked as decisions (or by /v1/mcq/answer, target
+    ``mcq``) against ``url``."""
     examples, skipped = arc_decision_examples(data, limit)
     if not examples:
         raise ValueError(f"{data}: no usable ARC items (limit={limit})")
     options: dict[str, Any] = {"mode": mode, "calibration_id": "none"}
     if mode == "reasoning":
         options["reasoning_tokens"] = reasoning_tokens
+    read = read_item
+    if target == "mcq":
+        if mode != "direct":
+            raise ValueError("the mcq target reads option letters directly: mode 'direct' only")
+        options, read = {"calibration_id": "none"}, read_mcq_item
     start = time.perf_counter()
     async with open_client(url, concurrency, transport, timeout_s) as client:
-        jobs = [read_item(client, item_id, ex, options) for item_id, ex in examples]
+        jobs = [read(client, item_id, ex, options) for item_id, ex in examples]
         reads = await gather_with_progress(jobs, progress)
     wall_s = time.perf_counter() - start
     failed = [{"id": r.id, "error": r.error} for r in reads if r.error is not None]
     config = {
         **options,
-        "target": "decisions",
-        "dataset": "arc",
+        "target": target,
+        "dataset": "arc" if target == "decisions" else "arc-mcq",
         "data": str(data),
         "limit": limit,
         "concurrency": concurrency,

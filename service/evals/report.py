@@ -262,7 +262,8 @@ def decision_calibration_grid(result: dict[str, Any]) -> Table:
     """Held-out top-label figures per question type and pooled, raw vs temperature."""
     rows = []
     scopes = [*((kind, t["held_out"], t["temperature"]) for kind, t in result["types"].items())]
-    scopes.append(("all", result["held_out"], None))
+    if len(scopes) > 1:  # one type: the pooled figures are its own
+        scopes.append(("all", result["held_out"], None))
     for scope, held, t in scopes:
         for method, h in held.items():
             m = h["metrics"]

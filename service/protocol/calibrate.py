@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from service.protocol.audit import AuditItem
 from service.protocol.base import (
     JudgeMode,
     Metered,
@@ -29,10 +30,11 @@ from service.protocol.decisions import DecisionExample
 from service.protocol.limits import Documents, ReasoningTokens, Text, Texts
 from service.scoring.calibration import MIN_EXAMPLES, group_folds, pair_labels
 
-CalibrationTarget = Literal["outcome", "compare", "decisions"]
+CalibrationTarget = Literal["outcome", "compare", "decisions", "mcq"]
 """What a calibration applies to: ``outcome`` (an outcome judgment's score), ``compare``
-(the pairwise preferences of ``/v1/judge/compare``, read in both orders) or ``decisions``
-(the label probabilities of ``/v1/decisions``, one temperature per question type)."""
+(the pairwise preferences of ``/v1/judge/compare``, read in both orders), ``decisions`` (the
+label probabilities of ``/v1/decisions``, one temperature per question type) or ``mcq`` (the
+option probabilities of ``/v1/mcq/answer``)."""
 
 
 class OutcomeExample(ReferenceTexts, QuestionResponse):
@@ -76,16 +78,22 @@ class CompareExample(ReferenceTexts):
         return v
 
 
-Example = OutcomeExample | CompareExample | DecisionExample
+class MCQExample(AuditItem):
+    """One labelled multiple-choice question: its options and the index of the right one."""
+
+
+Example = OutcomeExample | CompareExample | DecisionExample | MCQExample
 EXAMPLE_OF: dict[str, type[Example]] = {
     "outcome": OutcomeExample,
     "compare": CompareExample,
     "decisions": DecisionExample,
+    "mcq": MCQExample,
 }
 EXAMPLE_SHAPE = {
     "outcome": "{question, response, label}",
     "compare": "{question, responses: [two texts], preferred}",
     "decisions": "{input, questions, answers}",
+    "mcq": "{question, options, answer_index}",
 }
 
 
@@ -100,13 +108,14 @@ class ProbabilityCalibrationRequest(ServiceModel):
         "response, label}, both labels present (each fold of the cross-validation needs both "
         "too); compare: {question, responses: [a, b], preferred}; decisions: {input, "
         f"questions, answers}}, at least {MIN_EXAMPLES} labelled questions of each type "
-        "fitted (a temperature per type).",
+        "fitted (a temperature per type); mcq: {question, options, answer_index}.",
     )
     method: ScalingMethod = Field(
         default="temperature",
         description="temperature: sigmoid(logit / T), or softmax(log p / T) over a decision's "
         "labels; platt: sigmoid(a * logit + b), a > 0 (outcome only: a preference's two "
-        "sides must still sum to 1, and a decision's labels vary in number).",
+        "sides must still sum to 1, and a decision's labels and a question's options vary in "
+        "number).",
     )
     mode: JudgeMode = Field(
         default="direct", description="The judging mode the calibration is fitted and used in."
@@ -143,6 +152,9 @@ class ProbabilityCalibrationRequest(ServiceModel):
             )
         if self.target == "decisions":
             self._check_decisions()
+            return self
+        if self.target == "mcq":
+            self._check_mcq()
             return self
         n = len(self.examples)
         labels = self.labels()
@@ -205,6 +217,31 @@ class ProbabilityCalibrationRequest(ServiceModel):
                         f"fold {f} of {self.folds} leaves {train} labelled {kind} questions "
                         f"to fit on; need {MIN_EXAMPLES} (send more examples or lower `folds`)"
                     )
+
+    def _check_mcq(self) -> None:
+        """Temperature only; every training split of the folds at least MIN_EXAMPLES."""
+        if self.method == "platt":
+            raise ValueError(
+                "target 'mcq' is fitted by temperature only: questions have different numbers "
+                "of options, and a softmax over them has no Platt scaling"
+            )
+        if self.mode != "direct":
+            raise ValueError(
+                "target 'mcq' is read as /v1/mcq/answer reads it, the option letters at once: "
+                "mode must be 'direct'"
+            )
+        n = len(self.examples)
+        if n < self.folds:
+            raise ValueError(f"{self.folds} folds need at least {self.folds} examples, got {n}")
+        train = n - -(-n // self.folds)  # the smallest training split of the k folds
+        if train < MIN_EXAMPLES:
+            raise ValueError(
+                f"{n} examples in {self.folds} folds leave {train} to fit a fold on; need "
+                f"{MIN_EXAMPLES} (send more examples or lower `folds`)"
+            )
+
+    def mcq_examples(self) -> list[MCQExample]:
+        return [ex for ex in self.examples if isinstance(ex, MCQExample)]
 
     def decision_rows(self) -> list[tuple[int, int, str, int]]:
         """``(example, question, question type, correct label index)`` per labelled
@@ -291,8 +328,8 @@ class ProbabilityCalibration(BaseModel):
     examples: int = Field(description="Reads fitted: examples, pairs or labelled questions.")
     positives: int = Field(
         description="outcome: examples labelled 1; compare: pairs fitted in the label-1 "
-        "orientation; decisions: questions whose raw read puts its largest probability on "
-        "the correct label."
+        "orientation; decisions and mcq: questions whose raw read puts its largest "
+        "probability on the correct label."
     )
     folds: int
     bins: int

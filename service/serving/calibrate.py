@@ -12,6 +12,7 @@ import asyncio
 import time
 from dataclasses import asdict
 
+from service.engine.base import TokenUsage
 from service.errors import CalibrationUnfittable
 from service.protocol import OutcomeRequest, Usage
 from service.protocol.calibrate import (
@@ -41,6 +42,7 @@ from service.scoring.calibration import (
 from service.scoring.finite import finite_or_none
 from service.serving.compare import CompareServing
 from service.serving.decisions import DecisionServing
+from service.serving.mcq import MCQServing
 from service.serving.outcome import OutcomeServing
 from service.stores.probability_calibrations import new_probability_calibration_id
 
@@ -57,11 +59,13 @@ class CalibrationServing:
         outcome: OutcomeServing,
         compare: CompareServing,
         decisions: DecisionServing,
+        mcq: MCQServing,
         model_name: str,
     ) -> None:
         self._outcome = outcome
         self._compare = compare
         self._decisions = decisions
+        self._mcq = mcq
         self._model = model_name
 
     def _request(self, req: ProbabilityCalibrationRequest, ex: OutcomeExample) -> OutcomeRequest:
@@ -147,12 +151,42 @@ class CalibrationServing:
     ) -> ProbabilityCalibrationResponse:
         probs, usage = await self._decision_rows(req)
         labelled = req.decision_rows()
+        return self._multiclass(
+            req,
+            probs,
+            [answer for _, _, _, answer in labelled],
+            [kind for _, _, kind, _ in labelled],
+            [example for example, _, _, _ in labelled],
+            usage,
+        )
+
+    async def _fit_mcq(self, req: ProbabilityCalibrationRequest) -> ProbabilityCalibrationResponse:
+        """Each question's option probabilities as /v1/mcq/answer reads them (no debiasing);
+        one temperature."""
+        examples = req.mcq_examples()
+        counts = TokenUsage()
+        probs = await self._mcq.letter_probs([(ex.question, ex.options) for ex in examples], counts)
+        answers = [ex.answer_index for ex in examples]
+        n = len(examples)
+        return self._multiclass(req, probs, answers, ["mcq"] * n, list(range(n)), Usage.of(counts))
+
+    def _multiclass(
+        self,
+        req: ProbabilityCalibrationRequest,
+        probs: list[list[float]],
+        answers: list[int],
+        kinds: list[str],
+        groups: list[int],
+        usage: Usage,
+    ) -> ProbabilityCalibrationResponse:
+        """A temperature per kind fitted on multi-class reads, k-fold by group; decisions
+        report each question type (``types``), mcq its one temperature."""
         try:
             report = calibrate_by_kind(
                 [option_logits(p) for p in probs],
-                [answer for _, _, _, answer in labelled],
-                [kind for _, _, kind, _ in labelled],
-                [example for example, _, _, _ in labelled],
+                answers,
+                kinds,
+                groups,
                 folds=req.folds,
                 n_bins=req.bins,
                 seed=req.seed,
@@ -175,7 +209,11 @@ class CalibrationServing:
             )
             for kind, fit in report.by_kind.items()
         }
-        parameters: dict[str, float | bool] = {k: t.temperature for k, t in types.items()}
+        parameters: dict[str, float | bool]
+        if req.target == "mcq":
+            parameters = {"temperature": types["mcq"].temperature}
+        else:
+            parameters = {k: t.temperature for k, t in types.items()}
         parameters["at_bound"] = any(t.at_bound for t in types.values())
         raw = _metrics(report.metrics["raw"])
         return ProbabilityCalibrationResponse(
@@ -194,7 +232,7 @@ class CalibrationServing:
             seed=req.seed,
             fit_set=CalibrationFit(raw=raw, calibrated=_metrics(report.metrics["fitted"])),
             held_out=CalibrationFit(raw=raw, calibrated=_metrics(report.metrics["held_out"])),
-            types=types,
+            types=types if req.target == "decisions" else None,
             created_at=time.time(),
             usage=usage,
         )
@@ -202,6 +240,8 @@ class CalibrationServing:
     async def fit(self, req: ProbabilityCalibrationRequest) -> ProbabilityCalibrationResponse:
         if req.target == "decisions":
             return await self._fit_decisions(req)
+        if req.target == "mcq":
+            return await self._fit_mcq(req)
         if req.target == "compare":
             logits, usage = await self._pair_logits(req)
         else:

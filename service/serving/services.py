@@ -98,7 +98,7 @@ class Services:
             rules=verifier,
             decisions=decisions,
             compare=compare,
-            calibrate=CalibrationServing(outcome, compare, decisions, model_name),
+            calibrate=CalibrationServing(outcome, compare, decisions, mcq, model_name),
             judgments=judgments,
         )
 

@@ -231,3 +231,107 @@ def test_a_decisions_fit_that_cannot_be_made_is_refused_and_stores_nothing(
     assert r.status_code == 422, r.text
     assert says in r.json()["error"]["message"]
     assert httpx.get(server.url + "/v1/calibrations").json()["data"] == before
+
+
+# --- target mcq: the same ARC items asked by /v1/mcq/answer ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def mcq_items(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "question": ex["input"],
+            "options": [c["value"] for c in ex["questions"][0]["choices"]],
+            "answer_index": answer_indexes(ex)[0],
+        }
+        for ex in examples
+    ]
+
+
+def mcq_answer(server: Any, item: dict[str, Any], **options: Any) -> httpx.Response:
+    body = {"question": item["question"], "options": item["options"], **options}
+    return httpx.post(server.url + "/v1/mcq/answer", json=body, timeout=300)
+
+
+def answered(server: Any, item: dict[str, Any], **options: Any) -> dict[str, Any]:
+    r = mcq_answer(server, item, **options)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+@pytest.fixture(scope="module")
+def mcq_cal(server: Any, mcq_items: list[dict[str, Any]]) -> dict[str, Any]:
+    body = {"target": "mcq", "examples": mcq_items, "folds": FOLDS, "bins": BINS}
+    r = httpx.post(server.url + "/v1/calibrations", json=body, timeout=600)
+    assert r.status_code == 200, r.text
+    fitted: dict[str, Any] = r.json()
+    return fitted
+
+
+def test_an_mcq_fit_reports_one_temperature_and_what_its_reads_give(
+    server: Any,
+    mcq_items: list[dict[str, Any]],
+    mcq_cal: dict[str, Any],
+    prob_tol: float,
+    logit_tol: float,
+) -> None:
+    assert (mcq_cal["target"], mcq_cal["method"], mcq_cal["types"]) == ("mcq", "temperature", None)
+    assert mcq_cal["examples"] == ITEMS
+    t = mcq_cal["parameters"]["temperature"]
+    assert t > 0
+    raw = [np.asarray(answered(server, it, calibration_id="none")["probs"]) for it in mcq_items]
+    truth = [it["answer_index"] for it in mcq_items]
+    for m, rows in (
+        (mcq_cal["fit_set"]["raw"], raw),
+        (mcq_cal["fit_set"]["calibrated"], [tempered(list(r), t) for r in raw]),
+    ):
+        conf, _ = top_label(rows, truth)
+        assert m["mean_probability"] == pytest.approx(conf.mean(), abs=prob_tol)
+        nll = -np.mean([np.log(r[a]) for r, a in zip(rows, truth, strict=True)])
+        assert m["nll"] == pytest.approx(nll, abs=logit_tol)
+        assert m["ece"] == pytest.approx(ece_of_bins(m["bins"]))
+    held = mcq_cal["held_out"]["calibrated"]
+    assert held["ece"] == pytest.approx(ece_of_bins(held["bins"]))
+
+
+def test_a_calibrated_mcq_answer_is_its_read_through_the_temperature(
+    server: Any, mcq_items: list[dict[str, Any]], mcq_cal: dict[str, Any], cal: dict[str, Any]
+) -> None:
+    t = mcq_cal["parameters"]["temperature"]
+    info = {"id": mcq_cal["id"], "method": "temperature", "parameters": mcq_cal["parameters"]}
+    for item in mcq_items[:3]:
+        out = answered(server, item, calibration_id=mcq_cal["id"])
+        assert out["calibration"] == info
+        before = out["uncalibrated_probs"]
+        assert out["probs"] == pytest.approx(tempered(before, t).tolist(), abs=1e-12)
+        assert out["answer_index"] == int(np.argmax(before))
+        assert out["probs_raw"] == pytest.approx(before, abs=1e-12)  # no debiasing here
+    body = {"items": mcq_items[:3], "calibration_id": mcq_cal["id"]}
+    batch = httpx.post(server.url + "/v1/mcq/answer/batch", json=body, timeout=300)
+    assert batch.status_code == 200, batch.text
+    assert batch.json()["calibration"] == info
+    for r in batch.json()["results"]:
+        assert r["probs"] == pytest.approx(tempered(r["uncalibrated_probs"], t).tolist(), abs=1e-12)
+    plain = answered(server, mcq_items[0], calibration_id="none")
+    assert (plain["calibration"], plain["uncalibrated_probs"]) == (None, None)
+    # a decisions calibration is another target; a probability calibration is no PriDe prior
+    other = mcq_answer(server, mcq_items[0], calibration_id=cal["id"])
+    assert (other.status_code, other.json()["error"]["type"]) == (422, "calibration_mismatch")
+    pride = mcq_answer(server, mcq_items[0], debias="pride", calibration_id=mcq_cal["id"])
+    assert pride.status_code == 422
+    assert "naming a debiasing calibration" in pride.json()["error"]["message"]
+
+
+def test_an_mcq_default_applies_until_cleared(
+    server: Any, mcq_items: list[dict[str, Any]], mcq_cal: dict[str, Any]
+) -> None:
+    url = server.url + "/v1/calibrations"
+    put = httpx.put(url + "/defaults/mcq", json={"calibration_id": mcq_cal["id"]})
+    assert put.status_code == 200, put.text
+    try:
+        assert answered(server, mcq_items[0])["calibration"]["id"] == mcq_cal["id"]
+        assert answered(server, mcq_items[0], calibration_id="none")["calibration"] is None
+    finally:
+        assert httpx.delete(url + "/defaults/mcq").status_code == 204
+    assert answered(server, mcq_items[0])["calibration"] is None

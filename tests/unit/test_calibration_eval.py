@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from scipy import special
 
@@ -269,6 +270,16 @@ async def test_run_decision_calibration_fits_a_temperature_per_type() -> None:
     held = result["held_out"]
     assert held["temperature"]["metrics"]["ece"] < held["raw"]["metrics"]["ece"]
     assert len(result["items"]) == 40
+    # each row's held-out confidence: the softmax of its read through its fold's temperature
+    fold_t = {k: t["fold_temperatures"] for k, t in result["types"].items()}
+    for item in result["items"]:
+        probs = np.asarray(item["raw"])
+        t = fold_t[item["kind"]][item["fold"]]
+        tempered = probs ** (1 / t) / np.sum(probs ** (1 / t))
+        assert item["held_out"]["raw"] == pytest.approx(probs.max())
+        assert item["held_out"]["temperature"] == pytest.approx(tempered.max())
+    noise = held["temperature"]["ece_noise"]
+    assert 0 < noise["mean"] <= noise["q90"] < 1
     print_table(decision_calibration_grid(result))
     assert dict(decision_calibration_rows(result))["items, questions (failed)"] == "20, 40 (0)"
 

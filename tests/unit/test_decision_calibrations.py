@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from scipy import special
 
 from service.api import calibrated
+from service.protocol.base import Usage
 from service.protocol.calibrate import ProbabilityCalibrationRequest
 from service.protocol.decisions import (
     ChoiceAnswer,
@@ -24,6 +25,7 @@ from service.protocol.decisions import (
     ScoreAnswer,
     ScoreProbability,
 )
+from service.protocol.mcq import DebiasInfo, MCQAnswerResponse, MCQBatchResponse
 from service.scoring import calibration as c
 from tests.support.calibration_math import ece_of_bins
 from tests.support.calibration_records import record
@@ -296,3 +298,75 @@ def test_ties_and_order_survive_any_temperature(t: float) -> None:
     assert mapped[0] == mapped[1]
     assert np.argsort(mapped, kind="stable").tolist() == np.argsort(probs, kind="stable").tolist()
     assert out.choice == "v0"
+
+
+# --- target mcq ------------------------------------------------------------------------------
+
+
+def mcq_request(n: int, **options: Any) -> ProbabilityCalibrationRequest:
+    examples = [
+        {"question": f"q{i}", "options": ["a", "b", "c"], "answer_index": i % 3} for i in range(n)
+    ]
+    body = {"target": "mcq", "examples": examples, **options}
+    return ProbabilityCalibrationRequest.model_validate(body)
+
+
+def test_an_mcq_fit_takes_labelled_questions() -> None:
+    req = mcq_request(10)
+    assert [ex.answer_index for ex in req.mcq_examples()] == [i % 3 for i in range(10)]
+
+
+@pytest.mark.parametrize(
+    ("n", "options", "says"),
+    [
+        (10, {"method": "platt"}, "temperature only"),
+        (10, {"mode": "reasoning"}, "mode must be 'direct'"),
+        (9, {}, "leave 7 to fit a fold on"),
+        (8, {"folds": 2}, "leave 4 to fit a fold on"),
+    ],
+)
+def test_an_mcq_fit_that_cannot_be_made_is_refused(
+    n: int, options: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValidationError, match=says):
+        mcq_request(n, **options)
+
+
+def test_an_mcq_example_needs_its_answer_among_its_options() -> None:
+    examples = [{"question": "q", "options": ["a", "b"], "answer_index": 2}] * 10
+    with pytest.raises(ValidationError, match="answer_index 2 is outside the 2 options"):
+        ProbabilityCalibrationRequest.model_validate({"target": "mcq", "examples": examples})
+
+
+def mcq_answer(probs: list[float]) -> MCQAnswerResponse:
+    top = int(np.argmax(probs))
+    return MCQAnswerResponse(
+        probs_raw=[0.25] * len(probs),
+        probs=probs,
+        answer_index=top,
+        answer_letter="ABCD"[top],
+        debias=DebiasInfo(method="pride"),
+        model="m",
+        usage=Usage(),
+    )
+
+
+def test_a_calibrated_mcq_answer_maps_probs_and_keeps_the_answer_and_the_raw_read() -> None:
+    cal = record("temperature", target="mcq")  # T = 2
+    out = calibrated.mcq(mcq_answer([0.1, 0.6, 0.2, 0.1]), cal)
+    assert out.probs == pytest.approx(c.tempered([0.1, 0.6, 0.2, 0.1], 2.0), abs=1e-15)
+    assert out.uncalibrated_probs == [0.1, 0.6, 0.2, 0.1]
+    assert out.probs_raw == [0.25] * 4  # before debiasing: untouched
+    assert (out.answer_index, out.answer_letter) == (1, "B")
+    assert out.calibration is not None
+    assert out.calibration.parameters["temperature"] == 2.0
+    batch = MCQBatchResponse(
+        model="m", results=[mcq_answer([0.7, 0.3]), mcq_answer([0.5, 0.5])], usage=Usage()
+    )
+    mapped = calibrated.mcq_batch(batch, cal)
+    assert [r.probs for r in mapped.results] == [
+        pytest.approx(c.tempered([0.7, 0.3], 2.0)),
+        [0.5, 0.5],
+    ]
+    assert [r.answer_index for r in mapped.results] == [0, 0]
+    assert calibrated.mcq(mcq_answer([0.5, 0.5]), None).calibration is None

@@ -623,6 +623,10 @@ class MCQAnswer(BaseModel):
     """
     Softmax over the K option letters.
     """
+    uncalibrated_probs: Annotated[list[float] | None, Field(title="Uncalibrated Probs")] = None
+    """
+    `probs` before a probability calibration mapped them (after debiasing); null when none did.
+    """
 
 
 MaxEvalTokens10 = TypeAliasType(
@@ -644,7 +648,7 @@ class MCQAnswerRequest(BaseModel):
     """
     calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
     """
-    A calibration of this tenant (POST /v1/mcq/calibrations).
+    A debiasing calibration of this tenant (cal_..., POST /v1/mcq/calibrations) for pride, popdebias or contextual; or a probability calibration (pcal_..., POST /v1/calibrations, target 'mcq') that maps `probs` through its temperature; 'none' for the raw read. Unset: the tenant's default mcq calibration, when one is marked and was fitted for this model.
     """
     debias: Annotated[
         Literal["none", "popdebias", "pride", "contextual"], Field(title="Debias")
@@ -681,6 +685,20 @@ MaxEvalTokens12 = TypeAliasType(
 """
 Refuse (or degrade) when the estimate is above this.
 """
+
+
+class MCQExample(BaseModel):
+    """
+    One labelled multiple-choice question: its options and the index of the right one.
+    """
+
+    answer_index: Annotated[int, Field(ge=0, title="Answer Index")]
+    id: Annotated[str, Field(max_length=200, title="Id")] = ""
+    options: Annotated[list[str], Field(max_length=10, min_length=2, title="Options")]
+    """
+    Option texts, A, B, ...
+    """
+    question: Annotated[str, Field(title="Question")]
 
 
 class MCQItem(BaseModel):
@@ -1931,6 +1949,10 @@ class MCQAnswerResponse(BaseModel):
     answer_index: Annotated[int, Field(title="Answer Index")]
     answer_letter: Annotated[str, Field(title="Answer Letter")]
     budget: BudgetInfo | None = None
+    calibration: CalibrationInfo | None = None
+    """
+    The probability calibration `probs` went through; null: none.
+    """
     debias: DebiasInfo
     model: Annotated[str, Field(title="Model")]
     popularity: Annotated[list[float] | None, Field(title="Popularity")] = None
@@ -1944,6 +1966,10 @@ class MCQAnswerResponse(BaseModel):
     probs_raw: Annotated[list[float], Field(title="Probs Raw")]
     """
     Softmax over the K option letters.
+    """
+    uncalibrated_probs: Annotated[list[float] | None, Field(title="Uncalibrated Probs")] = None
+    """
+    `probs` before a probability calibration mapped them (after debiasing); null when none did.
     """
     usage: Usage
 
@@ -1959,7 +1985,7 @@ class MCQBatchRequest(BaseModel):
     """
     calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
     """
-    A calibration of this tenant (POST /v1/mcq/calibrations).
+    A debiasing calibration of this tenant (cal_..., POST /v1/mcq/calibrations) for pride, popdebias or contextual; or a probability calibration (pcal_..., POST /v1/calibrations, target 'mcq') that maps `probs` through its temperature; 'none' for the raw read. Unset: the tenant's default mcq calibration, when one is marked and was fitted for this model.
     """
     debias: Annotated[
         Literal["none", "popdebias", "pride", "contextual"], Field(title="Debias")
@@ -1984,6 +2010,10 @@ class MCQBatchRequest(BaseModel):
 
 class MCQBatchResponse(BaseModel):
     budget: BudgetInfo | None = None
+    calibration: CalibrationInfo | None = None
+    """
+    The probability calibration every result's `probs` went through; null: none.
+    """
     model: Annotated[str, Field(title="Model")]
     results: Annotated[list[MCQAnswer], Field(title="Results")]
     usage: Usage
@@ -2428,11 +2458,11 @@ class ProbabilityCalibrationRequest(BaseModel):
     Make it this tenant's default for its target: applied to every answer of that target that names no calibration_id.
     """
     examples: Annotated[
-        list[OutcomeExample | CompareExample | DecisionExample],
+        list[OutcomeExample | CompareExample | DecisionExample | MCQExample],
         Field(min_length=8, title="Examples"),
     ]
     """
-    Labelled examples, at least 8. outcome: {question, response, label}, both labels present (each fold of the cross-validation needs both too); compare: {question, responses: [a, b], preferred}; decisions: {input, questions, answers}, at least 8 labelled questions of each type fitted (a temperature per type).
+    Labelled examples, at least 8. outcome: {question, response, label}, both labels present (each fold of the cross-validation needs both too); compare: {question, responses: [a, b], preferred}; decisions: {input, questions, answers}, at least 8 labelled questions of each type fitted (a temperature per type); mcq: {question, options, answer_index}.
     """
     folds: Annotated[int, Field(ge=2, le=20, title="Folds")] = 5
     """
@@ -2440,7 +2470,7 @@ class ProbabilityCalibrationRequest(BaseModel):
     """
     method: Annotated[Literal["temperature", "platt"], Field(title="Method")] = "temperature"
     """
-    temperature: sigmoid(logit / T), or softmax(log p / T) over a decision's labels; platt: sigmoid(a * logit + b), a > 0 (outcome only: a preference's two sides must still sum to 1, and a decision's labels vary in number).
+    temperature: sigmoid(logit / T), or softmax(log p / T) over a decision's labels; platt: sigmoid(a * logit + b), a > 0 (outcome only: a preference's two sides must still sum to 1, and a decision's labels and a question's options vary in number).
     """
     mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
     """
@@ -2455,7 +2485,7 @@ class ProbabilityCalibrationRequest(BaseModel):
     """
     Seed of the stratified fold assignment.
     """
-    target: Annotated[Literal["outcome", "compare", "decisions"], Field(title="Target")]
+    target: Annotated[Literal["outcome", "compare", "decisions", "mcq"], Field(title="Target")]
     """
     What the calibration applies to.
     """
@@ -2534,14 +2564,14 @@ class ProbabilityCalibration(BaseModel):
     """
     positives: Annotated[int, Field(title="Positives")]
     """
-    outcome: examples labelled 1; compare: pairs fitted in the label-1 orientation; decisions: questions whose raw read puts its largest probability on the correct label.
+    outcome: examples labelled 1; compare: pairs fitted in the label-1 orientation; decisions and mcq: questions whose raw read puts its largest probability on the correct label.
     """
     reasoning_tokens: Annotated[int | None, Field(title="Reasoning Tokens")]
     """
     The rationale budget (reasoning mode).
     """
     seed: Annotated[int, Field(title="Seed")]
-    target: Annotated[Literal["outcome", "compare", "decisions"], Field(title="Target")]
+    target: Annotated[Literal["outcome", "compare", "decisions", "mcq"], Field(title="Target")]
     types: Annotated[dict[str, TypeFit] | None, Field(title="Types")] = None
     """
     decisions: the fit of each question type.
@@ -2587,14 +2617,14 @@ class ProbabilityCalibrationResponse(BaseModel):
     """
     positives: Annotated[int, Field(title="Positives")]
     """
-    outcome: examples labelled 1; compare: pairs fitted in the label-1 orientation; decisions: questions whose raw read puts its largest probability on the correct label.
+    outcome: examples labelled 1; compare: pairs fitted in the label-1 orientation; decisions and mcq: questions whose raw read puts its largest probability on the correct label.
     """
     reasoning_tokens: Annotated[int | None, Field(title="Reasoning Tokens")]
     """
     The rationale budget (reasoning mode).
     """
     seed: Annotated[int, Field(title="Seed")]
-    target: Annotated[Literal["outcome", "compare", "decisions"], Field(title="Target")]
+    target: Annotated[Literal["outcome", "compare", "decisions", "mcq"], Field(title="Target")]
     types: Annotated[dict[str, TypeFit] | None, Field(title="Types")] = None
     """
     decisions: the fit of each question type.
