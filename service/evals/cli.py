@@ -527,54 +527,30 @@ def calibration_cmd(
     them via POST /v1/mcq/answer and fits one temperature."""
     from service.evals import calibration, decision_calibration, plots
 
-    if dataset in ("arc", "arc-mcq"):
-        path = resolve_data(data, decision_calibration.DEFAULT_FILE)
-        target = "decisions" if dataset == "arc" else "mcq"
+    multiclass = dataset in ("arc", "arc-mcq")
+    default_file = (
+        decision_calibration.DEFAULT_FILE if multiclass else calibration.DEFAULT_FILES[dataset]
+    )
+    path = resolve_data(data, default_file)
+    args = (limit, mode, reasoning_tokens, folds, bins, seed, concurrency)
 
-        def decisions(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+    def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+        if multiclass:
             return decision_calibration.run_decision_calibration(
                 url,
                 path,
-                limit,
-                mode,
-                reasoning_tokens,
-                folds,
-                bins,
-                seed,
-                concurrency,
-                target=target,
+                *args,
+                target="decisions" if dataset == "arc" else "mcq",
                 timeout_s=timeout,
                 progress=progress,
             )
-
-        _run("calibration", decisions, output, decision_calibration_rows)
-        result = json.loads(output.read_text(encoding="utf-8"))
-        print_table(decision_calibration_grid(result))
-        png = _plot_path(plot, output)
-        plots.reliability_plot(result, png)
-        typer.echo(f"wrote {png}")
-        return
-    path = resolve_data(data, calibration.DEFAULT_FILES[dataset])
-
-    def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
         return calibration.run_calibration(
-            url,
-            path,
-            dataset,
-            limit,
-            mode,
-            reasoning_tokens,
-            folds,
-            bins,
-            seed,
-            concurrency,
-            timeout_s=timeout,
-            progress=progress,
+            url, path, dataset, *args, timeout_s=timeout, progress=progress
         )
 
-    _run("calibration", job, output, calibration_rows)
+    _run("calibration", job, output, decision_calibration_rows if multiclass else calibration_rows)
     result = json.loads(output.read_text(encoding="utf-8"))
-    print_table(calibration_grid(result))
+    print_table(decision_calibration_grid(result) if multiclass else calibration_grid(result))
     png = _plot_path(plot, output)
     plots.reliability_plot(result, png)
     typer.echo(f"wrote {png}")
