@@ -11,10 +11,22 @@ import numpy as np
 from scipy import special
 
 from service.protocol import OutcomeResponse, RerankResponse, ScoreResponse
-from service.protocol.calibrate import CalibrationInfo, ProbabilityCalibration
+from service.protocol.calibrate import ProbabilityCalibration
+from service.protocol.calibrated import CalibrationInfo, DecisionCalibrationInfo
 from service.protocol.compare import CompareResponse
+from service.protocol.decisions import (
+    Answer,
+    ChoiceAnswer,
+    ChoiceProbability,
+    DecisionResponse,
+    PredicateAnswer,
+    ScoreAnswer,
+    ScoreProbability,
+)
+from service.protocol.mcq import MCQAnswer, MCQAnswerResponse, MCQBatchResponse
 from service.protocol.reward import RewardResponse
-from service.scoring.calibration import calibrated_probability
+from service.scoring.calibration import calibrated_probability, tempered
+from service.scoring.decisions import expected_level
 from service.scoring.outcome import verdict
 
 
@@ -54,7 +66,8 @@ def outcome_mode(mode: str) -> str:
 
 
 def _lowered(
-    resp: ScoreResponse | RerankResponse | CompareResponse, cal: ProbabilityCalibration
+    resp: ScoreResponse | RerankResponse | CompareResponse | DecisionResponse,
+    cal: ProbabilityCalibration,
 ) -> bool:
     """The budget lowered the reads to direct, and ``cal`` is for another mode (the answer's
     ``budget.note`` says so): the reads are not what the calibration was fitted on."""
@@ -129,3 +142,95 @@ def compare(resp: CompareResponse, cal: ProbabilityCalibration | None) -> Compar
             for r in resp.results
         ]
     return resp.model_copy(update=update)
+
+
+def _tempered_answer(a: Answer, t: float) -> Answer:
+    """One decision answer through temperature ``t``: its probabilities mapped, the raw ones
+    beside them; the choice (argmax) is kept, a tie included."""
+    if isinstance(a, PredicateAnswer):
+        p = tempered([a.probability, 1.0 - a.probability], t)[0]
+        return a.model_copy(update={"probability": p, "raw_probability": a.probability})
+    if isinstance(a, ChoiceAnswer):
+        probs = tempered([c.probability for c in a.probabilities], t)
+        mapped = [
+            ChoiceProbability(value=c.value, probability=p)
+            for c, p in zip(a.probabilities, probs, strict=True)
+        ]
+        chosen = next(i for i, c in enumerate(a.probabilities) if c.value == a.choice)
+        return a.model_copy(
+            update={
+                "probabilities": mapped,
+                "confidence": probs[chosen],
+                "raw_probabilities": a.probabilities,
+            }
+        )
+    if isinstance(a, ScoreAnswer):
+        probs = tempered([level.probability for level in a.probabilities], t)
+        levels = [
+            ScoreProbability(label=level.label, value=level.value, probability=p)
+            for level, p in zip(a.probabilities, probs, strict=True)
+        ]
+        return a.model_copy(
+            update={
+                "probabilities": levels,
+                "score": expected_level(probs),
+                "confidence": max(probs),
+                "raw_score": a.score,
+                "raw_probabilities": a.probabilities,
+            }
+        )
+    return a  # a refusal has no probabilities
+
+
+def decisions(resp: DecisionResponse, cal: ProbabilityCalibration | None) -> DecisionResponse:
+    """Each answer of a question type ``cal`` has a temperature for, mapped by it (a monotone
+    map per question, so every choice and ranking stays the raw one); ``calibration.applied``
+    says whether any answer was. A read the budget lowered to another mode than the
+    calibration's is left raw (``budget.note`` says so)."""
+    if cal is None or _lowered(resp, cal):
+        return resp
+    temperatures = {k: float(v) for k, v in cal.parameters.items() if not isinstance(v, bool)}
+    answers = [
+        _tempered_answer(a, temperatures[a.type]) if a.type in temperatures else a
+        for a in resp.answers
+    ]
+    applied = any(a.type in temperatures for a in resp.answers)
+    block = DecisionCalibrationInfo(
+        id=cal.id,
+        method=cal.method,
+        parameters=cal.parameters,
+        applied=applied,
+        temperatures=temperatures,
+    )
+    return resp.model_copy(update={"answers": answers, "calibration": block})
+
+
+def _tempered_mcq(a: MCQAnswer, t: float) -> MCQAnswer:
+    """One MCQ answer's ``probs`` through temperature ``t``, the unmapped ones beside; the
+    answer (argmax, a tie included) is kept."""
+    return a.model_copy(update={"probs": tempered(a.probs, t), "uncalibrated_probs": a.probs})
+
+
+def mcq(resp: MCQAnswerResponse, cal: ProbabilityCalibration | None) -> MCQAnswerResponse:
+    """``probs`` (after debiasing) mapped through ``cal``'s temperature; ``probs_raw`` (before
+    debiasing) and the answer stay the read's."""
+    if cal is None:
+        return resp
+    t = float(cal.parameters["temperature"])
+    mapped = _tempered_mcq(resp, t)
+    return resp.model_copy(
+        update={
+            "probs": mapped.probs,
+            "uncalibrated_probs": mapped.uncalibrated_probs,
+            "calibration": info(cal),
+        }
+    )
+
+
+def mcq_batch(resp: MCQBatchResponse, cal: ProbabilityCalibration | None) -> MCQBatchResponse:
+    """`mcq`'s map on every result."""
+    if cal is None:
+        return resp
+    t = float(cal.parameters["temperature"])
+    results = [_tempered_mcq(r, t) for r in resp.results]
+    return resp.model_copy(update={"results": results, "calibration": info(cal)})

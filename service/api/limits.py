@@ -16,8 +16,10 @@ from pydantic import BaseModel
 
 from service.config import LimitSettings
 from service.errors import InvalidRequest, PayloadTooLarge, ServiceError
-from service.protocol.decisions import DecisionRequest
+from service.protocol.calibrate import ProbabilityCalibrationRequest
+from service.protocol.decisions import DecisionRequest, Question, input_blocks
 from service.protocol.limits import Bounded, LimitKind, bounded
+from service.scoring.decisions import Block
 
 
 @dataclass(frozen=True)
@@ -51,23 +53,33 @@ def limit_value(settings: LimitSettings, kind: LimitKind) -> int:
     return value
 
 
-def _decision_texts(req: DecisionRequest) -> Iterator[Bounded]:
+def _decision_texts(
+    blocks: list[Block], questions: list[Question], where: str = ""
+) -> Iterator[Bounded]:
     """A decision's texts as the model reads them: input blocks, instructions, options."""
-    blocks = req.blocks()
     for i, block in enumerate(blocks):
-        yield Bounded(f"input[{i}]" if block.header else "input", block.text, "text")
-    for i, q in enumerate(req.questions):
+        yield Bounded(f"{where}input[{i}]" if block.header else f"{where}input", block.text, "text")
+    for i, q in enumerate(questions):
         spec = q.spec()
-        yield Bounded(f"questions[{i}].instructions", spec.instructions, "text")
+        yield Bounded(f"{where}questions[{i}].instructions", spec.instructions, "text")
         for j, (text, desc) in enumerate(spec.options):
-            yield Bounded(f"questions[{i}].options[{j}]", f"{text} {desc or ''}", "text")
+            yield Bounded(f"{where}questions[{i}].options[{j}]", f"{text} {desc or ''}", "text")
 
 
 def checked(req: BaseModel) -> Iterator[Bounded]:
-    """Every bounded value of ``req``: its declared fields, and a decision's rendered texts."""
+    """Every bounded value of ``req``: its declared fields, and a decision's rendered texts
+    (a decisions calibration's too, whose questions in all count as its documents: each is
+    one read)."""
     yield from bounded(req)
     if isinstance(req, DecisionRequest):
-        yield from _decision_texts(req)
+        yield from _decision_texts(req.blocks(), req.questions)
+    if isinstance(req, ProbabilityCalibrationRequest):
+        decisions = req.decision_examples()
+        if decisions:
+            questions = sum(len(ex.questions) for ex in decisions)
+            yield Bounded("examples[*].questions", questions, "documents", count=True)
+        for n, ex in enumerate(decisions):
+            yield from _decision_texts(input_blocks(ex.input), ex.questions, f"examples[{n}].")
 
 
 def enforce(req: BaseModel, settings: LimitSettings) -> None:

@@ -44,6 +44,8 @@ from service.evals.report import (
     calibration_rows,
     choices_only_rows,
     compare_rows,
+    decision_calibration_grid,
+    decision_calibration_rows,
     lambda_line,
     make_table,
     mcq_rows,
@@ -490,12 +492,13 @@ def choices_only_cmd(
 def calibration_cmd(
     output: OutputOpt,
     dataset: Annotated[
-        Literal["gsm8k", "processbench", "gsm8k-pairs"],
+        Literal["gsm8k", "processbench", "gsm8k-pairs", "arc", "arc-mcq"],
         typer.Option(
             "--dataset",
             help="Labelled solutions: gsm8k (is_correct) or processbench "
             "(final_answer_correct); or gsm8k-pairs (one correct and one wrong solution, "
-            "compared).",
+            "compared); or arc (ARC items asked as decisions: a choice and a predicate "
+            "question each); or arc-mcq (ARC items asked by /v1/mcq/answer).",
         ),
     ] = "gsm8k",
     data: DataOpt = None,
@@ -519,30 +522,35 @@ def calibration_cmd(
     """Calibration of judge probabilities (docs/methods.md J): the raw logit of each labelled
     solution via POST /v1/judge/outcome (or of each pair via POST /v1/judge/compare), then
     temperature and Platt scaling fitted by k-fold; held-out ECE (equal-mass bins), Brier, NLL
-    and AUROC per method, and a reliability PNG."""
-    from service.evals import calibration, plots
+    and AUROC per method, and a reliability PNG. --dataset arc reads ARC items via POST
+    /v1/decisions and fits a temperature per question type (top-label ECE); arc-mcq reads
+    them via POST /v1/mcq/answer and fits one temperature."""
+    from service.evals import calibration, decision_calibration, plots
 
-    path = resolve_data(data, calibration.DEFAULT_FILES[dataset])
+    multiclass = dataset in ("arc", "arc-mcq")
+    default_file = (
+        decision_calibration.DEFAULT_FILE if multiclass else calibration.DEFAULT_FILES[dataset]
+    )
+    path = resolve_data(data, default_file)
+    args = (limit, mode, reasoning_tokens, folds, bins, seed, concurrency)
 
     def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+        if multiclass:
+            return decision_calibration.run_decision_calibration(
+                url,
+                path,
+                *args,
+                target="decisions" if dataset == "arc" else "mcq",
+                timeout_s=timeout,
+                progress=progress,
+            )
         return calibration.run_calibration(
-            url,
-            path,
-            dataset,
-            limit,
-            mode,
-            reasoning_tokens,
-            folds,
-            bins,
-            seed,
-            concurrency,
-            timeout_s=timeout,
-            progress=progress,
+            url, path, dataset, *args, timeout_s=timeout, progress=progress
         )
 
-    _run("calibration", job, output, calibration_rows)
+    _run("calibration", job, output, decision_calibration_rows if multiclass else calibration_rows)
     result = json.loads(output.read_text(encoding="utf-8"))
-    print_table(calibration_grid(result))
+    print_table(decision_calibration_grid(result) if multiclass else calibration_grid(result))
     png = _plot_path(plot, output)
     plots.reliability_plot(result, png)
     typer.echo(f"wrote {png}")

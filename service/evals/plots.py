@@ -88,8 +88,12 @@ def reliability_plot(result: Mapping[str, Any], path: Path) -> None:
         )
     hist.set(xlabel="held-out P(correct)", ylabel="items")
     hist.legend(fontsize=8)
-    model = result.get("config", {}).get("model") or ""
-    fig.suptitle(f"Outcome calibration on {model}: {result['n_items']} items", fontsize=11)
+    config = result.get("config", {})
+    model, target = config.get("model") or "", config.get("target") or "outcome"
+    fig.suptitle(
+        f"{target.capitalize()} calibration on {model}: {len(result['items'])} reads",
+        fontsize=11,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

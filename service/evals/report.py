@@ -227,3 +227,56 @@ def calibration_grid(result: dict[str, Any]) -> Table:
         cells = (m["brier"], m["nll"], *auroc, m["mean_probability"])
         rows.append([method, fmt(m["ece"], 3), noise, *(fmt(v, 3) for v in cells)])
     return make_table(["held out", *CALIBRATION_COLUMNS], rows)
+
+
+DECISION_CALIBRATION_COLUMNS: Final = (
+    "T",
+    "ECE",
+    "ECE noise (q90)",
+    "Brier",
+    "NLL",
+    "AUROC conf.",
+    "mean conf.",
+)
+
+
+def decision_calibration_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The run and the temperature fitted per question type on the whole set."""
+    temperatures = ", ".join(
+        f"{kind} {_at_bound(fmt(t['temperature'], 3), t)}" for kind, t in result["types"].items()
+    )
+    return [
+        (
+            "items, questions (failed)",
+            f"{result['n_items']}, {result['n_questions']} ({result['n_failed']})",
+        ),
+        ("raw accuracy", fmt(result["base_rate"], 3)),
+        ("folds, equal-mass bins", f"{result['folds']}, {result['n_bins']}"),
+        ("temperature T", temperatures),
+        ("wall_s", fmt(result["wall_s"])),
+        *token_rows(result["usage"]),
+    ]
+
+
+def decision_calibration_grid(result: dict[str, Any]) -> Table:
+    """Held-out top-label figures per question type and pooled, raw vs temperature."""
+    rows = []
+    scopes = [*((kind, t["held_out"], t["temperature"]) for kind, t in result["types"].items())]
+    if len(scopes) > 1:  # one type: the pooled figures are its own
+        scopes.append(("all", result["held_out"], None))
+    for scope, held, t in scopes:
+        for method, h in held.items():
+            m = h["metrics"]
+            noise = f"{fmt(h['ece_noise']['mean'], 3)} ({fmt(h['ece_noise']['q90'], 3)})"
+            cells = (m["brier"], m["nll"], m["auroc"], m["mean_probability"])
+            temperature = fmt(t, 3) if method == "temperature" and t is not None else ""
+            rows.append(
+                [
+                    f"{scope} {method}",
+                    temperature,
+                    fmt(m["ece"], 3),
+                    noise,
+                    *(fmt(v, 3) for v in cells),
+                ]
+            )
+    return make_table(["held out", *DECISION_CALIBRATION_COLUMNS], rows)

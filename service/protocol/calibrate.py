@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from service.protocol.audit import AuditItem
 from service.protocol.base import (
     JudgeMode,
     Metered,
@@ -20,24 +21,20 @@ from service.protocol.base import (
     ServiceModel,
     _non_blank,
 )
+from service.protocol.calibrated import (
+    NO_CALIBRATION,
+    CalibrationInfo,
+    ScalingMethod,
+)
+from service.protocol.decisions import DecisionExample
 from service.protocol.limits import Documents, ReasoningTokens, Text, Texts
-from service.scoring.calibration import MIN_EXAMPLES, pair_labels
+from service.scoring.calibration import MIN_EXAMPLES, group_folds, pair_labels
 
-CalibrationTarget = Literal["outcome", "compare"]
-"""What a calibration applies to: ``outcome`` (an outcome judgment's score) or ``compare``
-(the pairwise preferences of ``/v1/judge/compare``, read in both orders)."""
-ScalingMethod = Literal["temperature", "platt"]
-
-NO_CALIBRATION = "none"  # a request's calibration_id that asks for the raw read
-ID_PREFIX = "pcal_"  # a probability calibration's id (the MCQ priors' ids start with cal_)
-
-
-def is_probability_calibration(calibration_id: str | None) -> bool:
-    """A ``calibration_id`` that names a probability calibration (or asks for none), as
-    opposed to a stored MCQ prior: /v1/judge/compare takes either in one field."""
-    return calibration_id == NO_CALIBRATION or (
-        calibration_id is not None and calibration_id.startswith(ID_PREFIX)
-    )
+CalibrationTarget = Literal["outcome", "compare", "decisions", "mcq"]
+"""What a calibration applies to: ``outcome`` (an outcome judgment's score), ``compare``
+(the pairwise preferences of ``/v1/judge/compare``, read in both orders), ``decisions`` (the
+label probabilities of ``/v1/decisions``, one temperature per question type) or ``mcq`` (the
+option probabilities of ``/v1/mcq/answer``)."""
 
 
 class OutcomeExample(ReferenceTexts, QuestionResponse):
@@ -81,13 +78,22 @@ class CompareExample(ReferenceTexts):
         return v
 
 
-EXAMPLE_OF: dict[str, type[OutcomeExample | CompareExample]] = {
+class MCQExample(AuditItem):
+    """One labelled multiple-choice question: its options and the index of the right one."""
+
+
+Example = OutcomeExample | CompareExample | DecisionExample | MCQExample
+EXAMPLE_OF: dict[str, type[Example]] = {
     "outcome": OutcomeExample,
     "compare": CompareExample,
+    "decisions": DecisionExample,
+    "mcq": MCQExample,
 }
 EXAMPLE_SHAPE = {
     "outcome": "{question, response, label}",
     "compare": "{question, responses: [two texts], preferred}",
+    "decisions": "{input, questions, answers}",
+    "mcq": "{question, options, answer_index}",
 }
 
 
@@ -96,16 +102,20 @@ class ProbabilityCalibrationRequest(ServiceModel):
     path (the prompts a later request with the same mode and budget uses), fit, store."""
 
     target: CalibrationTarget = Field(description="What the calibration applies to.")
-    examples: Annotated[list[OutcomeExample | CompareExample], Documents] = Field(
+    examples: Annotated[list[Example], Documents] = Field(
         min_length=MIN_EXAMPLES,
         description=f"Labelled examples, at least {MIN_EXAMPLES}. outcome: {{question, "
         "response, label}, both labels present (each fold of the cross-validation needs both "
-        "too); compare: {question, responses: [a, b], preferred}.",
+        "too); compare: {question, responses: [a, b], preferred}; decisions: {input, "
+        f"questions, answers}}, at least {MIN_EXAMPLES} labelled questions of each type "
+        "fitted (a temperature per type); mcq: {question, options, answer_index}.",
     )
     method: ScalingMethod = Field(
         default="temperature",
-        description="temperature: sigmoid(logit / T); platt: sigmoid(a * logit + b), a > 0 "
-        "(outcome only: a preference's two sides must still sum to 1).",
+        description="temperature: sigmoid(logit / T), or softmax(log p / T) over a decision's "
+        "labels; platt: sigmoid(a * logit + b), a > 0 (outcome only: a preference's two "
+        "sides must still sum to 1, and a decision's labels and a question's options vary in "
+        "number).",
     )
     mode: JudgeMode = Field(
         default="direct", description="The judging mode the calibration is fitted and used in."
@@ -140,6 +150,12 @@ class ProbabilityCalibrationRequest(ServiceModel):
                 "target 'compare' is fitted by temperature only: Platt's bias would break "
                 "P(a over b) + P(b over a) = 1 and favour one side of every pair"
             )
+        if self.target == "decisions":
+            self._check_decisions()
+            return self
+        if self.target == "mcq":
+            self._check_mcq()
+            return self
         n = len(self.examples)
         labels = self.labels()
         positives = sum(labels)
@@ -161,6 +177,83 @@ class ProbabilityCalibrationRequest(ServiceModel):
                 f"{MIN_EXAMPLES} (send more examples or lower `folds`)"
             )
         return self
+
+    def _check_decisions(self) -> None:
+        """Temperature only; per question type fitted: at least MIN_EXAMPLES labelled
+        questions in the whole set and in every training split of the folds (held out by
+        example), and both labels of a predicate."""
+        if self.method == "platt":
+            raise ValueError(
+                "target 'decisions' is fitted by temperature only: a question's labels vary "
+                "in number, and a softmax over them has no Platt scaling"
+            )
+        rows = self.decision_rows()
+        if not rows:
+            raise ValueError("no example labels any question: give each question's answer")
+        groups = [example for example, _, _, _ in rows]
+        if len(set(groups)) < self.folds:
+            raise ValueError(
+                f"{self.folds} folds need at least {self.folds} examples with a labelled "
+                f"question; {len(set(groups))} have one (send more examples or lower `folds`)"
+            )
+        fold_of = group_folds(groups, self.folds, self.seed)
+        for kind in sorted({kind for _, _, kind, _ in rows}):
+            mine = [(fold_of[n], r) for n, r in enumerate(rows) if r[2] == kind]
+            if len(mine) < MIN_EXAMPLES:
+                raise ValueError(
+                    f"{len(mine)} labelled {kind} questions: a temperature per question type "
+                    f"needs at least {MIN_EXAMPLES} (send more, or leave that type's answers "
+                    "null)"
+                )
+            if kind == "predicate" and len({r[3] for _, r in mine}) == 1:
+                value = "true" if mine[0][1][3] == 0 else "false"
+                raise ValueError(
+                    f"every labelled predicate is {value}: a calibration needs both labels"
+                )
+            for f in range(self.folds):
+                train = sum(1 for fold, _ in mine if fold != f)
+                if train < MIN_EXAMPLES:
+                    raise ValueError(
+                        f"fold {f} of {self.folds} leaves {train} labelled {kind} questions "
+                        f"to fit on; need {MIN_EXAMPLES} (send more examples or lower `folds`)"
+                    )
+
+    def _check_mcq(self) -> None:
+        """Temperature only; every training split of the folds at least MIN_EXAMPLES."""
+        if self.method == "platt":
+            raise ValueError(
+                "target 'mcq' is fitted by temperature only: questions have different numbers "
+                "of options, and a softmax over them has no Platt scaling"
+            )
+        if self.mode != "direct":
+            raise ValueError(
+                "target 'mcq' is read as /v1/mcq/answer reads it, the option letters at once: "
+                "mode must be 'direct'"
+            )
+        n = len(self.examples)
+        if n < self.folds:
+            raise ValueError(f"{self.folds} folds need at least {self.folds} examples, got {n}")
+        train = n - -(-n // self.folds)  # the smallest training split of the k folds
+        if train < MIN_EXAMPLES:
+            raise ValueError(
+                f"{n} examples in {self.folds} folds leave {train} to fit a fold on; need "
+                f"{MIN_EXAMPLES} (send more examples or lower `folds`)"
+            )
+
+    def mcq_examples(self) -> list[MCQExample]:
+        return [ex for ex in self.examples if isinstance(ex, MCQExample)]
+
+    def decision_rows(self) -> list[tuple[int, int, str, int]]:
+        """``(example, question, question type, correct label index)`` per labelled
+        question, in order."""
+        return [
+            (e, q, kind, answer)
+            for e, ex in enumerate(self.decision_examples())
+            for q, kind, answer in ex.labelled()
+        ]
+
+    def decision_examples(self) -> list[DecisionExample]:
+        return [ex for ex in self.examples if isinstance(ex, DecisionExample)]
 
     def labels(self) -> list[int]:
         """The binary label of each example as fitted (compare: ``pair_labels``)."""
@@ -206,6 +299,16 @@ class CalibrationFit(BaseModel):
     calibrated: CalibrationMetrics
 
 
+class TypeFit(BaseModel):
+    """A decisions calibration's fit of one question type."""
+
+    questions: int = Field(description="Labelled questions of this type.")
+    temperature: float
+    at_bound: bool
+    fit_set: CalibrationFit
+    held_out: CalibrationFit
+
+
 class ProbabilityCalibration(BaseModel):
     """A fitted probability calibration, stored per tenant with the model it was read on."""
 
@@ -215,21 +318,31 @@ class ProbabilityCalibration(BaseModel):
     target: CalibrationTarget
     method: ScalingMethod
     parameters: dict[str, float | bool] = Field(
-        description="temperature: {temperature}; platt: {a, b}; at_bound when the fit stopped "
-        "at a bound of its range."
+        description="temperature: {temperature}; platt: {a, b}; decisions: a temperature per "
+        "question type fitted, {predicate, choice, score}; at_bound when a fit stopped at a "
+        "bound of its range."
     )
     model: str
     mode: JudgeMode
     reasoning_tokens: int | None = Field(description="The rationale budget (reasoning mode).")
-    examples: int
-    positives: int
+    examples: int = Field(description="Reads fitted: examples, pairs or labelled questions.")
+    positives: int = Field(
+        description="outcome: examples labelled 1; compare: pairs fitted in the label-1 "
+        "orientation; decisions and mcq: questions whose raw read puts its largest "
+        "probability on the correct label."
+    )
     folds: int
     bins: int
     binning: Literal["equal_mass"] = "equal_mass"
     seed: int
     fit_set: CalibrationFit = Field(description="Fitted and scored on every example.")
     held_out: CalibrationFit = Field(
-        description="k-fold cross-validation: each fold scored by a map fitted on the others."
+        description="k-fold cross-validation: each fold scored by a map fitted on the others. "
+        "decisions: top-label (each read's confidence against whether its choice is right), "
+        "folds held out by example, every type pooled."
+    )
+    types: dict[str, TypeFit] | None = Field(
+        default=None, description="decisions: the fit of each question type."
     )
     created_at: float
     default: bool = Field(default=False, description="This tenant's default for its target.")
@@ -242,14 +355,6 @@ class ProbabilityCalibrationResponse(Metered, ProbabilityCalibration):
 class ProbabilityCalibrationList(BaseModel):
     object: Literal["list"] = "list"
     data: list[ProbabilityCalibration]
-
-
-class CalibrationInfo(BaseModel):
-    """Which calibration an answer's probability went through (absent: the raw read)."""
-
-    id: str
-    method: ScalingMethod
-    parameters: dict[str, float | bool]
 
 
 class CalibrationChoice(ServiceModel):

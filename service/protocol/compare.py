@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ReferenceTexts, ServiceModel, _non_blank
-from service.protocol.calibrate import NO_CALIBRATION, CalibrationInfo, is_probability_calibration
+from service.protocol.calibrated import NO_CALIBRATION, CalibrationInfo, is_probability_calibration
 from service.protocol.limits import Documents, ReasoningTokens, Samples, Text, Texts
 from service.scoring.compare import LABELS, CompareAggregation, CompareDebias, CompareMode
 

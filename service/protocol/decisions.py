@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
 from service.protocol.base import BudgetOptions, JudgeMode, Metered, ServiceModel, Usage
+from service.protocol.calibrated import DecisionCalibrationInfo, is_probability_calibration
 from service.protocol.limits import ReasoningTokens, Samples
 from service.scoring.decisions import Block, QuestionSpec
 
@@ -290,7 +291,13 @@ class DecisionRequest(BudgetOptions):
         "by a stored contextual calibration's.",
     )
     calibration_id: str | None = Field(
-        default=None, description="A calibration of this tenant (POST /v1/mcq/calibrations)."
+        default=None,
+        description="Extension. An MCQ prior of this tenant (cal_..., POST "
+        "/v1/mcq/calibrations) for debias 'pride' or 'contextual'; or a probability "
+        "calibration (pcal_..., POST /v1/calibrations, target 'decisions') that maps every "
+        "answer's probabilities through its question type's temperature; 'none' for the raw "
+        "read. Unset: the tenant's default decisions calibration, when one is marked and was "
+        "fitted for this mode and model.",
     )
     mode: JudgeMode = Field(
         default="direct",
@@ -318,13 +325,16 @@ class DecisionRequest(BudgetOptions):
     def _check(self) -> DecisionRequest:
         self._check_input()
         self._check_questions()
-        if self.debias == "pride" and self.calibration_id is None:
+        if self.debias == "pride" and self.prior_id is None:
             raise ValueError(
-                "debias='pride' needs calibration_id: fit one with POST /v1/mcq/calibrations "
-                "(method 'pride', k = the number of choices)"
+                "debias='pride' needs calibration_id naming an MCQ prior (cal_...): fit one "
+                "with POST /v1/mcq/calibrations (method 'pride', k = the number of choices)"
             )
-        if self.debias == "none" and self.calibration_id is not None:
-            raise ValueError("calibration_id is read only with debias 'pride' or 'contextual'")
+        if self.debias == "none" and self.prior_id is not None:
+            raise ValueError(
+                f"calibration_id {self.prior_id!r} is an MCQ prior, read only with debias "
+                "'pride' or 'contextual' (a probability calibration's id starts with pcal_)"
+            )
         if self.samples > 1 and self.mode != "reasoning":
             raise ValueError(
                 "samples > 1 needs mode='reasoning': a direct read is exact, so repeating it "
@@ -339,15 +349,25 @@ class DecisionRequest(BudgetOptions):
         return self
 
     @property
+    def prior_id(self) -> str | None:
+        """``calibration_id`` when it names an MCQ prior (PriDe, contextual), else None."""
+        cid = self.calibration_id
+        return None if cid is None or is_probability_calibration(cid) else cid
+
+    @property
+    def probability_calibration_id(self) -> str | None:
+        """``calibration_id`` when it names a probability calibration (or ``"none"``)."""
+        cid = self.calibration_id
+        return cid if is_probability_calibration(cid) else None
+
+    @property
     def reads(self) -> int:
         """Engine reads of the questions: per question, its cyclic orders times samples."""
         return sum(spec.passes(self.permutations) for spec in self.specs()) * self.samples
 
     def blocks(self) -> list[Block]:
         """The input as blocks: one headerless text, or one block per item, in order."""
-        if isinstance(self.input, str):
-            return [Block("", self.input)]
-        return [item_block(item) for item in self.input]
+        return input_blocks(self.input)
 
     def specs(self) -> list[QuestionSpec]:
         """Every question as the prompt shows it, in order."""
@@ -364,48 +384,65 @@ class DecisionRequest(BudgetOptions):
         return [len(q.choices) for q in self.questions if isinstance(q, ChoiceQuestion)]
 
     def _check_input(self) -> None:
-        if isinstance(self.input, str):
-            if not self.input.strip():
-                raise ValueError("input must not be empty or whitespace only")
-            return
-        if not self.input:
-            raise ValueError("input must hold at least one item")
-        calls: set[tuple[str, str]] = set()
-        for i, item in enumerate(self.input):
-            where = f"input[{i}]"
-            if isinstance(item, Message):
-                _no_images(_images_in(item.content), f"{where}.content")
-            elif isinstance(item, FunctionCall | CustomToolCall):
-                calls.add((item.type, item.call_id))
-            else:
-                _no_images(_images_in(item.output), f"{where}.output")
-                if (CALL_OF_OUTPUT[item.type], item.call_id) not in calls:
-                    raise ValueError(
-                        f"{where}.call_id {item.call_id!r} matches no earlier "
-                        f"{CALL_OF_OUTPUT[item.type]}; an output follows its call"
-                    )
+        check_input(self.input)
 
     def _check_questions(self) -> None:
-        n = len(self.questions)
-        if not 1 <= n <= MAX_QUESTIONS:
-            raise ValueError(
-                f"questions has {n} items; send 1 to {MAX_QUESTIONS} (each question is one "
-                "engine read; split larger sets over several requests)"
-            )
-        names: dict[str, int] = {}
-        for i, q in enumerate(self.questions):
-            where = f"questions[{i}]"
-            _no_images(_images_in(q.instructions), f"{where}.instructions")
-            if _text_of(q.instructions).strip() == "":
-                raise ValueError(f"{where}.instructions must not be empty")
-            if q.name is not None:
-                if q.name in names:
-                    raise ValueError(f"{where}.name {q.name!r} repeats questions[{names[q.name]}]")
-                names[q.name] = i
-            if isinstance(q, ChoiceQuestion):
-                _check_choices(q, where)
-            elif isinstance(q, ScoreQuestion):
-                _check_levels(q, where)
+        check_questions(self.questions)
+
+
+def check_input(items: str | list[InputItem]) -> None:
+    """An input is a non-blank text, or items whose outputs follow their calls; no images."""
+    if isinstance(items, str):
+        if not items.strip():
+            raise ValueError("input must not be empty or whitespace only")
+        return
+    if not items:
+        raise ValueError("input must hold at least one item")
+    calls: set[tuple[str, str]] = set()
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        if isinstance(item, Message):
+            _no_images(_images_in(item.content), f"{where}.content")
+        elif isinstance(item, FunctionCall | CustomToolCall):
+            calls.add((item.type, item.call_id))
+        else:
+            _no_images(_images_in(item.output), f"{where}.output")
+            if (CALL_OF_OUTPUT[item.type], item.call_id) not in calls:
+                raise ValueError(
+                    f"{where}.call_id {item.call_id!r} matches no earlier "
+                    f"{CALL_OF_OUTPUT[item.type]}; an output follows its call"
+                )
+
+
+def check_questions(questions: list[Question]) -> None:
+    """1 to MAX_QUESTIONS questions: non-blank, unique names, valid choices and levels."""
+    n = len(questions)
+    if not 1 <= n <= MAX_QUESTIONS:
+        raise ValueError(
+            f"questions has {n} items; send 1 to {MAX_QUESTIONS} (each question is one "
+            "engine read; split larger sets over several requests)"
+        )
+    names: dict[str, int] = {}
+    for i, q in enumerate(questions):
+        where = f"questions[{i}]"
+        _no_images(_images_in(q.instructions), f"{where}.instructions")
+        if _text_of(q.instructions).strip() == "":
+            raise ValueError(f"{where}.instructions must not be empty")
+        if q.name is not None:
+            if q.name in names:
+                raise ValueError(f"{where}.name {q.name!r} repeats questions[{names[q.name]}]")
+            names[q.name] = i
+        if isinstance(q, ChoiceQuestion):
+            _check_choices(q, where)
+        elif isinstance(q, ScoreQuestion):
+            _check_levels(q, where)
+
+
+def input_blocks(items: str | list[InputItem]) -> list[Block]:
+    """An input as blocks: one headerless text, or one block per item, in order."""
+    if isinstance(items, str):
+        return [Block("", items)]
+    return [item_block(item) for item in items]
 
 
 def value_text(value: str | bool) -> str:
@@ -503,6 +540,10 @@ class PredicateAnswer(BaseModel):
     type: Literal["predicate"] = "predicate"
     name: str | None = None
     probability: float
+    raw_probability: float | None = Field(
+        default=None,
+        description="Extension: the raw read when a calibration mapped `probability`.",
+    )
 
 
 class ChoiceProbability(BaseModel):
@@ -520,6 +561,10 @@ class ChoiceAnswer(BaseModel):
         default=1,
         description="Extension: the reads averaged (cyclic orders of the choices x samples).",
     )
+    raw_probabilities: list[ChoiceProbability] | None = Field(
+        default=None,
+        description="Extension: the raw read when a calibration mapped `probabilities`.",
+    )
 
 
 class ScoreProbability(BaseModel):
@@ -534,6 +579,13 @@ class ScoreAnswer(BaseModel):
     score: float = Field(description="The expected level index, sum of value * probability.")
     probabilities: list[ScoreProbability]
     confidence: float = Field(description="The probability of the most likely level.")
+    raw_score: float | None = Field(
+        default=None, description="Extension: `score` of the raw read, when calibrated."
+    )
+    raw_probabilities: list[ScoreProbability] | None = Field(
+        default=None,
+        description="Extension: the raw read when a calibration mapped `probabilities`.",
+    )
 
 
 class RefusalAnswer(BaseModel):
@@ -588,3 +640,98 @@ class _DecisionFields(BaseModel):
 
 class DecisionResponse(Metered, _DecisionFields):
     usage: DecisionUsage
+    calibration: DecisionCalibrationInfo | None = Field(
+        default=None,
+        description="Extension: the probability calibration the answers went through (each "
+        "answer of a fitted type carries its raw read beside); null: raw reads.",
+    )
+
+
+# --- a labelled decision (POST /v1/calibrations, target decisions) ------------------------------
+
+Label = bool | int | str | None
+
+
+class DecisionExample(ServiceModel):
+    """One labelled decision: the input and questions a /v1/decisions request sends, and the
+    correct value of each question (``null``: not labelled, read but not fitted)."""
+
+    input: str | list[InputItem]
+    questions: list[Question]
+    answers: list[Label] = Field(
+        description="One per question: a predicate's true or false; a choice's value (typed, as "
+        "in `choices`); a score's level label or its index."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DecisionExample:
+        check_input(self.input)
+        check_questions(self.questions)
+        if len(self.answers) != len(self.questions):
+            raise ValueError(
+                f"{len(self.answers)} answers for {len(self.questions)} questions: give one per "
+                "question (null for a question left unlabelled)"
+            )
+        for i, q in enumerate(self.questions):
+            label_index(q, self.answers[i], f"answers[{i}]")
+        return self
+
+    def labelled(self) -> list[tuple[int, str, int]]:
+        """``(question index, question type, index of the correct label)`` per labelled
+        question."""
+        out: list[tuple[int, str, int]] = []
+        for i, (q, a) in enumerate(zip(self.questions, self.answers, strict=True)):
+            index = label_index(q, a, f"answers[{i}]")
+            if index is not None:
+                out.append((i, q.type, index))
+        return out
+
+    def request(self, mode: JudgeMode, reasoning_tokens: int, model: str) -> DecisionRequest:
+        """The /v1/decisions request a fit reads: one order of the choices, no debiasing."""
+        return DecisionRequest.model_validate(
+            {
+                "input": self.input,
+                "questions": self.questions,
+                "model": model,
+                "mode": mode,
+                "reasoning_tokens": reasoning_tokens,
+            }
+        )
+
+
+def label_index(q: Question, label: Label, where: str) -> int | None:
+    """The index of ``label`` among ``q``'s labels as read (a predicate: 0 true, 1 false);
+    None for ``null``. ValueError naming ``where`` for a label ``q`` cannot have."""
+    if label is None:
+        return None
+    if isinstance(q, PredicateQuestion):
+        if not isinstance(label, bool):
+            raise ValueError(f"{where} is {label!r}: a predicate is labelled true or false")
+        return 0 if label else 1
+    if isinstance(q, ChoiceQuestion):
+        return _choice_index(q, label, where)
+    assert isinstance(q, ScoreQuestion)
+    return _level_index(q, label, where)
+
+
+def _choice_index(q: ChoiceQuestion, label: bool | int | str, where: str) -> int:
+    for j, c in enumerate(q.choices):
+        if type(c.value) is type(label) and c.value == label:
+            return j
+    raise ValueError(
+        f'{where} is {label!r}, not one of the question\'s choice values (typed: "true" and '
+        "true differ)"
+    )
+
+
+def _level_index(q: ScoreQuestion, label: bool | int | str, where: str) -> int:
+    if isinstance(label, bool):
+        raise ValueError(f"{where} is {label!r}: a score is labelled by a level label or index")
+    if isinstance(label, int):
+        if not 0 <= label < len(q.levels):
+            raise ValueError(f"{where} is {label}: a level index is 0 to {len(q.levels) - 1}")
+        return label
+    for j, level in enumerate(q.levels):
+        if level.label == label:
+            return j
+    raise ValueError(f"{where} is {label!r}, not one of the question's level labels")

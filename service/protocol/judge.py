@@ -16,12 +16,8 @@ from service.protocol.base import (
     Usage,
     _non_blank,
 )
-from service.protocol.calibrate import (
-    CalibratedFields,
-    CalibrationChoice,
-    CalibrationInfo,
-    check_outcome_method,
-)
+from service.protocol.calibrate import CalibratedFields, CalibrationChoice, check_outcome_method
+from service.protocol.calibrated import CalibrationInfo
 from service.protocol.compare import CompareSpec, CompareSummary
 from service.protocol.limits import (
     Documents,

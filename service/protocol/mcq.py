@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
+from service.protocol.calibrated import CalibrationInfo, is_probability_calibration
 from service.protocol.limits import Documents, Text, Texts
 from service.scoring.popprior import LambdaFit
 
@@ -82,7 +83,12 @@ class MCQOptions(BudgetOptions):
         "contextual: divide by the letter probabilities on content-free inputs.",
     )
     calibration_id: str | None = Field(
-        default=None, description="A calibration of this tenant (POST /v1/mcq/calibrations)."
+        default=None,
+        description="A debiasing calibration of this tenant (cal_..., POST "
+        "/v1/mcq/calibrations) for pride, popdebias or contextual; or a probability "
+        "calibration (pcal_..., POST /v1/calibrations, target 'mcq') that maps `probs` through "
+        "its temperature; 'none' for the raw read. Unset: the tenant's default mcq "
+        "calibration, when one is marked and was fitted for this model.",
     )
     popdebias_lambda: float | None = Field(
         default=None, description="PopDebias lambda to use without a calibration."
@@ -97,17 +103,29 @@ class MCQOptions(BudgetOptions):
         if lam is not None and lam < 0:
             # A negative lambda adds a popularity prior instead of removing one (B.5).
             raise ValueError("popdebias_lambda must be >= 0 (a negative one rewards popularity)")
-        if self.debias == "pride" and self.calibration_id is None:
+        if self.debias == "pride" and self.prior_id is None:
             raise ValueError(
-                "debias='pride' needs calibration_id: fit one with POST /v1/mcq/calibrations "
-                "(method 'pride')"
+                "debias='pride' needs calibration_id naming a debiasing calibration (cal_...): "
+                "fit one with POST /v1/mcq/calibrations (method 'pride')"
             )
-        if self.debias == "popdebias" and self.calibration_id is None and lam is None:
+        if self.debias == "popdebias" and self.prior_id is None and lam is None:
             raise ValueError(
                 "debias='popdebias' needs calibration_id (method 'popdebias' or "
                 "'popdebias_binned') or popdebias_lambda"
             )
         return self
+
+    @property
+    def prior_id(self) -> str | None:
+        """``calibration_id`` when it names a debiasing calibration, else None."""
+        cid = self.calibration_id
+        return None if cid is None or is_probability_calibration(cid) else cid
+
+    @property
+    def probability_calibration_id(self) -> str | None:
+        """``calibration_id`` when it names a probability calibration (or ``"none"``)."""
+        cid = self.calibration_id
+        return cid if is_probability_calibration(cid) else None
 
 
 class MCQAnswerRequest(MCQItem, MCQOptions):
@@ -149,6 +167,11 @@ class MCQAnswer(BaseModel):
     answer_letter: str
     popularity: list[float] | None = Field(default=None, description="The popularity used.")
     debias: DebiasInfo
+    uncalibrated_probs: list[float] | None = Field(
+        default=None,
+        description="`probs` before a probability calibration mapped them (after debiasing); "
+        "null when none did.",
+    )
 
 
 class _MCQAnswerFields(MCQAnswer):
@@ -156,7 +179,9 @@ class _MCQAnswerFields(MCQAnswer):
 
 
 class MCQAnswerResponse(Metered, _MCQAnswerFields):
-    pass
+    calibration: CalibrationInfo | None = Field(
+        default=None, description="The probability calibration `probs` went through; null: none."
+    )
 
 
 class _MCQBatchFields(BaseModel):
@@ -165,7 +190,10 @@ class _MCQBatchFields(BaseModel):
 
 
 class MCQBatchResponse(Metered, _MCQBatchFields):
-    pass
+    calibration: CalibrationInfo | None = Field(
+        default=None,
+        description="The probability calibration every result's `probs` went through; null: none.",
+    )
 
 
 class CalibrationRequest(BudgetOptions):

@@ -13,7 +13,8 @@ from pydantic import BaseModel, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from service.protocol.base import BudgetInfo, JudgeMode, Metered, Usage, _non_blank
-from service.protocol.calibrate import CalibrationChoice, CalibrationInfo, check_outcome_method
+from service.protocol.calibrate import CalibrationChoice, check_outcome_method
+from service.protocol.calibrated import CalibrationInfo
 from service.protocol.compare import CompareSpec
 from service.protocol.judge import VerifierKind
 from service.protocol.limits import Bounded, Documents, ReasoningTokens, Reference, Texts

@@ -125,7 +125,7 @@ class DecisionServing:
     async def _calibration(self, req: DecisionRequest) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
         return await tenant_calibration(
-            self._calibrations, req.calibration_id, req.debias, req.choice_counts, self._model
+            self._calibrations, req.prior_id, req.debias, req.choice_counts, self._model
         )
 
     def _label_ids(self, index: int, spec: scoring.QuestionSpec) -> list[list[int]]:

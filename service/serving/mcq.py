@@ -61,7 +61,7 @@ class MCQServing:
     async def calibration_for(self, opts: MCQOptions, ks: Sequence[int]) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
         return await tenant_calibration(
-            self._calibrations, opts.calibration_id, opts.debias, ks, self._model
+            self._calibrations, opts.prior_id, opts.debias, ks, self._model
         )
 
     async def _answer_items(

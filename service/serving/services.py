@@ -82,6 +82,7 @@ class Services:
         compare = CompareServing(engine, model_name, mcq_calibrations)
         score = ScoreServing(outcome, process, model_name, compare, tie_tolerance)
         mcq = MCQServing(engine, model_name, mcq_calibrations)
+        decisions = DecisionServing(engine, model_name, mcq_calibrations)
         rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings(), compare)
         return cls(
             engine=engine,
@@ -95,9 +96,9 @@ class Services:
             reward=rewards,
             pooling=PoolingServing(engine, model_name),
             rules=verifier,
-            decisions=DecisionServing(engine, model_name, mcq_calibrations),
+            decisions=decisions,
             compare=compare,
-            calibrate=CalibrationServing(outcome, compare, model_name),
+            calibrate=CalibrationServing(outcome, compare, decisions, mcq, model_name),
             judgments=judgments,
         )
 

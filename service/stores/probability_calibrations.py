@@ -6,7 +6,8 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from service.errors import CalibrationMismatch, UnknownCalibration
-from service.protocol.calibrate import ID_PREFIX, NO_CALIBRATION, ProbabilityCalibration
+from service.protocol.calibrate import ProbabilityCalibration
+from service.protocol.calibrated import ID_PREFIX, NO_CALIBRATION
 from service.stores.keys import RedisNames
 from service.stores.records import MemoryRecords, RecordStore, RedisRecords, new_id
 

@@ -143,3 +143,37 @@ def test_calibration_of_pairs_reads_each_by_comparison(
     assert report["base_rate"] == 0.5
     assert report["usage"]["prompt_tokens"] > 0
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("dataset", "kinds"), [("arc", {"choice", "predicate"}), ("arc-mcq", {"mcq"})]
+)
+def test_the_arc_calibrations_read_through_the_service_and_fit_per_type(
+    server: Any, tmp_path: Path, data_dir: Path, dataset: str, kinds: set[str]
+) -> None:
+    lines = (data_dir / "arc" / "ARC-Challenge-Dev.jsonl").read_text().splitlines()
+    data = tmp_path / "arc.jsonl"
+    data.write_text("\n".join(lines[200:220]) + "\n")
+    out = tmp_path / f"{dataset}.json"
+    result = CliRunner().invoke(
+        eval_app,
+        [
+            "calibration",
+            *("--dataset", dataset, "--data", str(data), "--folds", "2"),
+            *("--bins", str(BINS), "--url", server.url, "--output", str(out)),
+        ],
+    )
+    assert result.exit_code == 0, f"{result.output}\n{result.exception!r}"
+    report = json.loads(out.read_text())
+    assert (report["n_items"], report["n_failed"], report["skipped"]) == (20, 0, [])
+    assert set(report["types"]) == kinds
+    assert report["n_questions"] == 20 * len(kinds)
+    assert report["usage"]["engine_calls"] == 20 * len(kinds)
+    for item in report["items"]:
+        probs = np.asarray(item["raw"])
+        assert probs.sum() == pytest.approx(1.0)
+        t = report["types"][item["kind"]]["fold_temperatures"][item["fold"]]
+        assert item["held_out"]["temperature"] == pytest.approx(
+            float(special.softmax(np.log(probs) / t).max())
+        )
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

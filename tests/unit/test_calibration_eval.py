@@ -9,14 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from scipy import special
 
 from service.evals import calibration as harness
+from service.evals import decision_calibration as decision_harness
 from service.evals.compare import build_pairs
-from service.evals.data import load_gsm8k_solutions, load_processbench
+from service.evals.data import load_gsm8k_solutions, load_processbench, read_arc
 from service.evals.plots import reliability_plot
-from service.evals.report import calibration_grid, calibration_rows, print_table
+from service.evals.report import (
+    calibration_grid,
+    calibration_rows,
+    decision_calibration_grid,
+    decision_calibration_rows,
+    print_table,
+)
 from tests.support.compare_answers import pair_answer, write_solutions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,3 +202,99 @@ async def test_run_calibration_on_pairs_reads_each_by_comparison() -> None:
         assert item["logit"] == pytest.approx(z if e.label == 1 else -z)
     # every pair ranks the correct solution first: each positive logit above each negative one
     assert result["held_out"]["raw"]["metrics"]["auroc"] == 1.0
+
+
+ARC = ROOT / "data" / "arc" / "ARC-Challenge-Dev.jsonl"
+
+
+def test_arc_decisions_ask_a_choice_and_a_predicate_with_both_labels() -> None:
+    examples, skipped = decision_harness.arc_decision_examples(ARC, 6)
+    assert len(examples) == 6
+    items, _ = read_arc(ARC)
+    usable = items[:6]
+    assert skipped == []
+    for n, ((item_id, ex), item) in enumerate(zip(examples, usable, strict=True)):
+        assert item_id == item.id
+        assert ex["input"] == item.question
+        choice, predicate = ex["questions"]
+        assert [c["value"] for c in choice["choices"]] == item.options
+        assert ex["answers"] == [item.options[item.answer_index], n % 2 == 0]
+        named = item.answer_index if n % 2 == 0 else (item.answer_index + 1) % item.k
+        assert predicate["instructions"].endswith(item.options[named])
+        assert decision_harness.answer_indexes(ex) == [item.answer_index, 0 if n % 2 == 0 else 1]
+
+
+def decision_answer(body: dict[str, Any], right: bool, p_true: float) -> dict[str, Any]:
+    """A fake decision: the choice sure of the answer (``right``) or of another option."""
+    values = [c["value"] for c in body["questions"][0]["choices"]]
+    k = len(values)
+    probs = [0.02 / (k - 1)] * k
+    probs[0 if right else 1] = 0.98
+    return {
+        "answers": [
+            {
+                "type": "choice",
+                "choice": values[int(max(range(k), key=lambda i: probs[i]))],
+                "probabilities": [
+                    {"value": v, "probability": p} for v, p in zip(values, probs, strict=True)
+                ],
+                "confidence": max(probs),
+            },
+            {"type": "predicate", "probability": p_true},
+        ],
+        "model": "fake",
+        "usage": {"prompt_tokens": 10, "total_tokens": 12, "engine_calls": 2},
+    }
+
+
+async def test_run_decision_calibration_fits_a_temperature_per_type() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        n = len(seen)
+        # 0.98 sure of the first option, right half the time: overconfident
+        return httpx.Response(200, json=decision_answer(body, n % 2 == 0, 0.9))
+
+    result = await decision_harness.run_decision_calibration(
+        "http://svc", ARC, 20, folds=4, n_bins=5, transport=httpx.MockTransport(handler)
+    )
+    assert len(seen) == 20
+    assert all(b["calibration_id"] == "none" and b["mode"] == "direct" for b in seen)
+    assert result["config"]["target"] == "decisions"
+    assert (result["n_items"], result["n_questions"], result["n_failed"]) == (20, 40, 0)
+    assert set(result["types"]) == {"choice", "predicate"}
+    # sure and right only about half the time: the fitted temperatures soften both
+    assert all(t > 1 for t in result["temperatures"].values())
+    held = result["held_out"]
+    assert held["temperature"]["metrics"]["ece"] < held["raw"]["metrics"]["ece"]
+    assert len(result["items"]) == 40
+    # each row's held-out confidence: the softmax of its read through its fold's temperature
+    fold_t = {k: t["fold_temperatures"] for k, t in result["types"].items()}
+    for item in result["items"]:
+        probs = np.asarray(item["raw"])
+        t = fold_t[item["kind"]][item["fold"]]
+        tempered = probs ** (1 / t) / np.sum(probs ** (1 / t))
+        assert item["held_out"]["raw"] == pytest.approx(probs.max())
+        assert item["held_out"]["temperature"] == pytest.approx(tempered.max())
+    noise = held["temperature"]["ece_noise"]
+    assert 0 < noise["mean"] <= noise["q90"] < 1
+    print_table(decision_calibration_grid(result))
+    assert dict(decision_calibration_rows(result))["items, questions (failed)"] == "20, 40 (0)"
+
+
+def test_an_arc_item_whose_options_repeat_is_skipped(tmp_path: Path) -> None:
+    lines = ARC.read_text().splitlines()[:3]
+    row = json.loads(lines[1])
+    row["question"]["choices"][1]["text"] = row["question"]["choices"][0]["text"]
+    path = tmp_path / "arc.jsonl"
+    path.write_text("\n".join([lines[0], json.dumps(row), lines[2]]) + "\n")
+    examples, skipped = decision_harness.arc_decision_examples(path, None)
+    assert [item_id for item_id, _ in examples] == [
+        json.loads(lines[0])["id"],
+        json.loads(lines[2])["id"],
+    ]
+    assert skipped == [{"id": row["id"], "reason": "its options repeat"}]
+    # the predicate labels alternate over the examples kept
+    assert [ex["answers"][1] for _, ex in examples] == [True, False]

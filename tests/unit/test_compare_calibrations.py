@@ -180,7 +180,7 @@ async def test_a_compare_fit_reads_each_pair_in_both_orders_and_orients_it() -> 
         examples[k] = {**examples[k], "preferred": 1}
     reads = [1 - x if k in (1, 4) else x for k, x in enumerate(p)]  # [0][1] as read
     fake = _Comparisons(reads)
-    serving = CalibrationServing(None, fake, "m")  # type: ignore[arg-type]
+    serving = CalibrationServing(None, fake, None, None, "m")  # type: ignore[arg-type]
     out = await serving.fit(fit_request(examples))
     assert [(r.mode, r.resolved_debias(), r.reasoning) for r in fake.seen] == [
         ("pairwise", "swap", False)

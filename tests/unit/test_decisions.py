@@ -445,10 +445,17 @@ async def test_http_refuses_a_wrong_calibration_before_queueing(app: FastAPI) ->
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
         r = await http.post(
-            "/v1/decisions", json=body(questions=[CHOICE], debias="pride", calibration_id="none")
+            "/v1/decisions",
+            json=body(questions=[CHOICE], debias="pride", calibration_id="cal_none"),
         )
         assert r.status_code == 422
         assert r.json()["error"]["type"] == "unknown_calibration"
+        # "none" names no prior (it asks for no probability calibration): pride has none
+        r = await http.post(
+            "/v1/decisions", json=body(questions=[CHOICE], debias="pride", calibration_id="none")
+        )
+        assert r.status_code == 422
+        assert "needs calibration_id" in r.json()["error"]["message"]
 
 
 # --- extension: reasoning ----------------------------------------------------------------------

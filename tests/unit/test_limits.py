@@ -20,6 +20,7 @@ from service.app import create_app
 from service.config import LimitSettings, Settings
 from service.errors import ServiceError
 from service.kinds import JOB_KINDS, JobKind
+from service.protocol.calibrate import ProbabilityCalibrationRequest
 from service.protocol.jobs import JOBS
 from service.protocol.limits import LimitKind
 from tests.support.apps import app_with_worker
@@ -239,3 +240,30 @@ def test_a_decision_option_is_bounded_as_the_model_reads_it() -> None:
     }
     with pytest.raises(ServiceError, match=r"questions\[0\]\.options\[1\] has 83 characters"):
         enforce(JOBS["decision"].request.model_validate(body), LIMITS)
+
+
+def decisions_fit(predicates: int, text: str = "A ticket.") -> ProbabilityCalibrationRequest:
+    """A decisions calibration of 8 examples with ``predicates`` labelled questions each."""
+    question = {"type": "predicate", "instructions": "It is about billing."}
+    examples = [
+        {
+            "input": text if n == 3 else "A ticket.",
+            "questions": [{**question, "name": f"q{i}"} for i in range(predicates)],
+            "answers": [(n + i) % 2 == 0 for i in range(predicates)],
+        }
+        for n in range(8)
+    ]
+    body = {"target": "decisions", "examples": examples, "folds": 2}
+    return ProbabilityCalibrationRequest.model_validate(body)
+
+
+def test_a_decisions_calibration_counts_its_questions_and_bounds_their_texts() -> None:
+    limits = LimitSettings(max_text_chars=80, max_documents=40)
+    enforce(decisions_fit(5), limits)  # 40 questions: one read each
+    with pytest.raises(ServiceError, match=r"examples\[\*\]\.questions has 48 items") as caught:
+        enforce(decisions_fit(6), limits)
+    assert caught.value.status == 422
+    enforce(decisions_fit(5, "x" * 80), limits)
+    with pytest.raises(ServiceError, match=r"examples\[3\]\.input has 81 characters") as caught:
+        enforce(decisions_fit(5, "x" * 81), limits)
+    assert caught.value.status == 413

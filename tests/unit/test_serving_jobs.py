@@ -340,6 +340,21 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
             "mode": "reasoning",
             "reasoning_tokens": 30,
         },
+        {
+            "target": "decisions",
+            "examples": [
+                {
+                    "input": RESPONSE,
+                    "questions": [
+                        {"type": "predicate", "instructions": "The answer is right."},
+                        {"type": "choice", "instructions": "Which?", "choices": ITEM_CHOICES},
+                    ],
+                    "answers": [i % 2 == 0, ITEM_CHOICES[i % 2]["value"]],
+                }
+                for i in range(16)
+            ],
+            "folds": 2,
+        },
     ],
     "mcq_audit": [
         {"items": [{**ITEM, "answer_index": 1}]},

@@ -162,6 +162,18 @@ class Client:
         bias removed; rewards, ranking and the preference matrix."""
         return self._must(b.COMPARE, request, fields, idempotency_key=idempotency_key)
 
+    def decide(
+        self,
+        request: m.DecisionRequest | None = None,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.DecisionResponse:
+        """POST /v1/decisions (OpenAI's Decisions API shape): typed answers (predicate, choice,
+        score) about one input, from exact label probabilities."""
+        return self._must(b.DECIDE, request, fields, idempotency_key=idempotency_key)
+
     def result(self, job_id: str) -> dict[str, Any]:
         """GET /v1/results/{job_id}: a stored result (the body of the original answer)."""
         for attempt in Retrying(**tenacity_kwargs(self._retry)):
@@ -411,6 +423,18 @@ class AsyncClient:
         """POST /v1/judge/compare: responses compared together (pairwise or listwise), position
         bias removed; rewards, ranking and the preference matrix."""
         return await self._must(b.COMPARE, request, fields, idempotency_key=idempotency_key)
+
+    async def decide(
+        self,
+        request: m.DecisionRequest | None = None,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.DecisionResponse:
+        """POST /v1/decisions (OpenAI's Decisions API shape): typed answers (predicate, choice,
+        score) about one input, from exact label probabilities."""
+        return await self._must(b.DECIDE, request, fields, idempotency_key=idempotency_key)
 
     async def result(self, job_id: str) -> dict[str, Any]:
         """GET /v1/results/{job_id}: a stored result (the body of the original answer)."""

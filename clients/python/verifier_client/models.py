@@ -503,6 +503,22 @@ class DebiasInfo(BaseModel):
     """
 
 
+class DecisionCalibrationInfo(BaseModel):
+    """
+    A decision's calibration: one temperature per question type. ``applied`` is false when
+    none of the answered questions is of a type the calibration was fitted on.
+    """
+
+    applied: Annotated[bool, Field(title="Applied")]
+    id: Annotated[str, Field(title="Id")]
+    method: Annotated[Literal["temperature", "platt"], Field(title="Method")]
+    parameters: Annotated[dict[str, float | bool], Field(title="Parameters")]
+    temperatures: Annotated[dict[str, float], Field(title="Temperatures")]
+    """
+    Question type (predicate, choice, score) -> its temperature.
+    """
+
+
 MaxEvalTokens8 = TypeAliasType(
     "MaxEvalTokens8", Annotated[int, Field(ge=1, title="Max Eval Tokens")]
 )
@@ -607,6 +623,10 @@ class MCQAnswer(BaseModel):
     """
     Softmax over the K option letters.
     """
+    uncalibrated_probs: Annotated[list[float] | None, Field(title="Uncalibrated Probs")] = None
+    """
+    `probs` before a probability calibration mapped them (after debiasing); null when none did.
+    """
 
 
 MaxEvalTokens10 = TypeAliasType(
@@ -628,7 +648,7 @@ class MCQAnswerRequest(BaseModel):
     """
     calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
     """
-    A calibration of this tenant (POST /v1/mcq/calibrations).
+    A debiasing calibration of this tenant (cal_..., POST /v1/mcq/calibrations) for pride, popdebias or contextual; or a probability calibration (pcal_..., POST /v1/calibrations, target 'mcq') that maps `probs` through its temperature; 'none' for the raw read. Unset: the tenant's default mcq calibration, when one is marked and was fitted for this model.
     """
     debias: Annotated[
         Literal["none", "popdebias", "pride", "contextual"], Field(title="Debias")
@@ -665,6 +685,20 @@ MaxEvalTokens12 = TypeAliasType(
 """
 Refuse (or degrade) when the estimate is above this.
 """
+
+
+class MCQExample(BaseModel):
+    """
+    One labelled multiple-choice question: its options and the index of the right one.
+    """
+
+    answer_index: Annotated[int, Field(ge=0, title="Answer Index")]
+    id: Annotated[str, Field(max_length=200, title="Id")] = ""
+    options: Annotated[list[str], Field(max_length=10, min_length=2, title="Options")]
+    """
+    Option texts, A, B, ...
+    """
+    question: Annotated[str, Field(title="Question")]
 
 
 class MCQItem(BaseModel):
@@ -986,6 +1020,10 @@ Type12 = TypeAliasType("Type12", Annotated[Literal["predicate"], Field(title="Ty
 class PredicateAnswer(BaseModel):
     name: Annotated[str | None, Field(title="Name")] = None
     probability: Annotated[float, Field(title="Probability")]
+    raw_probability: Annotated[float | None, Field(title="Raw Probability")] = None
+    """
+    Extension: the raw read when a calibration mapped `probability`.
+    """
     type: Annotated[Literal["predicate"], Field(title="Type")] = "predicate"
 
 
@@ -1012,57 +1050,6 @@ Object6 = TypeAliasType("Object6", Annotated[Literal["calibration"], Field(title
 
 
 Object7 = TypeAliasType("Object7", Annotated[Literal["list"], Field(title="Object")])
-
-
-class ProbabilityCalibrationRequest(BaseModel):
-    """
-    POST /v1/calibrations: read the judge on labelled examples through the ordinary serving
-    path (the prompts a later request with the same mode and budget uses), fit, store.
-    """
-
-    bins: Annotated[int, Field(ge=2, le=50, title="Bins")] = 10
-    """
-    Equal-mass bins of the ECE.
-    """
-    cache: Annotated[bool, Field(title="Cache")] = True
-    """
-    Read through the judgment cache.
-    """
-    default: Annotated[bool, Field(title="Default")] = False
-    """
-    Make it this tenant's default for its target: applied to every answer of that target that names no calibration_id.
-    """
-    examples: Annotated[
-        list[OutcomeExample | CompareExample], Field(min_length=8, title="Examples")
-    ]
-    """
-    Labelled examples, at least 8. outcome: {question, response, label}, both labels present (each fold of the cross-validation needs both too); compare: {question, responses: [a, b], preferred}.
-    """
-    folds: Annotated[int, Field(ge=2, le=20, title="Folds")] = 5
-    """
-    k of the k-fold cross-validation.
-    """
-    method: Annotated[Literal["temperature", "platt"], Field(title="Method")] = "temperature"
-    """
-    temperature: sigmoid(logit / T); platt: sigmoid(a * logit + b), a > 0 (outcome only: a preference's two sides must still sum to 1).
-    """
-    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
-    """
-    The judging mode the calibration is fitted and used in.
-    """
-    name: Annotated[str, Field(max_length=200, title="Name")] = ""
-    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
-    """
-    Rationale budget per judgment (reasoning mode).
-    """
-    seed: Annotated[int, Field(title="Seed")] = 0
-    """
-    Seed of the stratified fold assignment.
-    """
-    target: Annotated[Literal["outcome", "compare"], Field(title="Target")]
-    """
-    What the calibration applies to.
-    """
 
 
 Object8 = TypeAliasType("Object8", Annotated[Literal["calibration"], Field(title="Object")])
@@ -1825,6 +1812,12 @@ class ChoiceAnswer(BaseModel):
     """
     One per choice, in their order.
     """
+    raw_probabilities: Annotated[
+        list[ChoiceProbability] | None, Field(title="Raw Probabilities")
+    ] = None
+    """
+    Extension: the raw read when a calibration mapped `probabilities`.
+    """
     type: Annotated[Literal["choice"], Field(title="Type")] = "choice"
 
 
@@ -1956,6 +1949,10 @@ class MCQAnswerResponse(BaseModel):
     answer_index: Annotated[int, Field(title="Answer Index")]
     answer_letter: Annotated[str, Field(title="Answer Letter")]
     budget: BudgetInfo | None = None
+    calibration: CalibrationInfo | None = None
+    """
+    The probability calibration `probs` went through; null: none.
+    """
     debias: DebiasInfo
     model: Annotated[str, Field(title="Model")]
     popularity: Annotated[list[float] | None, Field(title="Popularity")] = None
@@ -1969,6 +1966,10 @@ class MCQAnswerResponse(BaseModel):
     probs_raw: Annotated[list[float], Field(title="Probs Raw")]
     """
     Softmax over the K option letters.
+    """
+    uncalibrated_probs: Annotated[list[float] | None, Field(title="Uncalibrated Probs")] = None
+    """
+    `probs` before a probability calibration mapped them (after debiasing); null when none did.
     """
     usage: Usage
 
@@ -1984,7 +1985,7 @@ class MCQBatchRequest(BaseModel):
     """
     calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
     """
-    A calibration of this tenant (POST /v1/mcq/calibrations).
+    A debiasing calibration of this tenant (cal_..., POST /v1/mcq/calibrations) for pride, popdebias or contextual; or a probability calibration (pcal_..., POST /v1/calibrations, target 'mcq') that maps `probs` through its temperature; 'none' for the raw read. Unset: the tenant's default mcq calibration, when one is marked and was fitted for this model.
     """
     debias: Annotated[
         Literal["none", "popdebias", "pride", "contextual"], Field(title="Debias")
@@ -2009,6 +2010,10 @@ class MCQBatchRequest(BaseModel):
 
 class MCQBatchResponse(BaseModel):
     budget: BudgetInfo | None = None
+    calibration: CalibrationInfo | None = None
+    """
+    The probability calibration every result's `probs` went through; null: none.
+    """
     model: Annotated[str, Field(title="Model")]
     results: Annotated[list[MCQAnswer], Field(title="Results")]
     usage: Usage
@@ -2228,6 +2233,16 @@ class ScoreAnswer(BaseModel):
     """
     name: Annotated[str | None, Field(title="Name")] = None
     probabilities: Annotated[list[ScoreProbability], Field(title="Probabilities")]
+    raw_probabilities: Annotated[
+        list[ScoreProbability] | None, Field(title="Raw Probabilities")
+    ] = None
+    """
+    Extension: the raw read when a calibration mapped `probabilities`.
+    """
+    raw_score: Annotated[float | None, Field(title="Raw Score")] = None
+    """
+    Extension: `score` of the raw read, when calibrated.
+    """
     score: Annotated[float, Field(title="Score")]
     """
     The expected level index, sum of value * probability.
@@ -2290,6 +2305,32 @@ class CalibrationFit(BaseModel):
     raw: CalibrationMetrics
 
 
+class DecisionExample(BaseModel):
+    """
+    One labelled decision: the input and questions a /v1/decisions request sends, and the
+    correct value of each question (``null``: not labelled, read but not fitted).
+    """
+
+    answers: Annotated[list[bool | int | str | None], Field(title="Answers")]
+    """
+    One per question: a predicate's true or false; a choice's value (typed, as in `choices`); a score's level label or its index.
+    """
+    input: Annotated[
+        str
+        | list[Message | FunctionCall | FunctionCallOutput | CustomToolCall | CustomToolCallOutput],
+        Field(title="Input"),
+    ]
+    questions: Annotated[
+        list[
+            Annotated[
+                PredicateQuestion | ChoiceQuestion | ScoreQuestion,
+                Field(discriminator="type"),
+            ]
+        ],
+        Field(title="Questions"),
+    ]
+
+
 class DecisionRequest(BaseModel):
     """
     POST /v1/decisions (the SDK's ``DecisionCreateParams``, then this service's options).
@@ -2301,7 +2342,7 @@ class DecisionRequest(BaseModel):
     """
     calibration_id: Annotated[str | None, Field(title="Calibration Id")] = None
     """
-    A calibration of this tenant (POST /v1/mcq/calibrations).
+    Extension. An MCQ prior of this tenant (cal_..., POST /v1/mcq/calibrations) for debias 'pride' or 'contextual'; or a probability calibration (pcal_..., POST /v1/calibrations, target 'decisions') that maps every answer's probabilities through its question type's temperature; 'none' for the raw read. Unset: the tenant's default decisions calibration, when one is marked and was fitted for this mode and model.
     """
     debias: Annotated[Literal["none", "pride", "contextual"], Field(title="Debias")] = "none"
     """
@@ -2390,93 +2431,64 @@ class DecisionResponse(BaseModel):
     In question order.
     """
     budget: BudgetInfo | None = None
+    calibration: DecisionCalibrationInfo | None = None
+    """
+    Extension: the probability calibration the answers went through (each answer of a fitted type carries its raw read beside); null: raw reads.
+    """
     model: Annotated[str, Field(title="Model")]
     usage: DecisionUsage
 
 
-class ProbabilityCalibration(BaseModel):
+class ProbabilityCalibrationRequest(BaseModel):
     """
-    A fitted probability calibration, stored per tenant with the model it was read on.
+    POST /v1/calibrations: read the judge on labelled examples through the ordinary serving
+    path (the prompts a later request with the same mode and budget uses), fit, store.
     """
 
-    binning: Annotated[Literal["equal_mass"], Field(title="Binning")] = "equal_mass"
-    bins: Annotated[int, Field(title="Bins")]
-    created_at: Annotated[float, Field(title="Created At")]
+    bins: Annotated[int, Field(ge=2, le=50, title="Bins")] = 10
+    """
+    Equal-mass bins of the ECE.
+    """
+    cache: Annotated[bool, Field(title="Cache")] = True
+    """
+    Read through the judgment cache.
+    """
     default: Annotated[bool, Field(title="Default")] = False
     """
-    This tenant's default for its target.
+    Make it this tenant's default for its target: applied to every answer of that target that names no calibration_id.
     """
-    examples: Annotated[int, Field(title="Examples")]
-    fit_set: CalibrationFit
+    examples: Annotated[
+        list[OutcomeExample | CompareExample | DecisionExample | MCQExample],
+        Field(min_length=8, title="Examples"),
+    ]
     """
-    Fitted and scored on every example.
+    Labelled examples, at least 8. outcome: {question, response, label}, both labels present (each fold of the cross-validation needs both too); compare: {question, responses: [a, b], preferred}; decisions: {input, questions, answers}, at least 8 labelled questions of each type fitted (a temperature per type); mcq: {question, options, answer_index}.
     """
-    folds: Annotated[int, Field(title="Folds")]
-    held_out: CalibrationFit
+    folds: Annotated[int, Field(ge=2, le=20, title="Folds")] = 5
     """
-    k-fold cross-validation: each fold scored by a map fitted on the others.
+    k of the k-fold cross-validation.
     """
-    id: Annotated[str, Field(title="Id")]
-    method: Annotated[Literal["temperature", "platt"], Field(title="Method")]
-    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
-    model: Annotated[str, Field(title="Model")]
-    name: Annotated[str, Field(title="Name")] = ""
-    object: Annotated[Literal["calibration"], Field(title="Object")] = "calibration"
-    parameters: Annotated[dict[str, float | bool], Field(title="Parameters")]
+    method: Annotated[Literal["temperature", "platt"], Field(title="Method")] = "temperature"
     """
-    temperature: {temperature}; platt: {a, b}; at_bound when the fit stopped at a bound of its range.
+    temperature: sigmoid(logit / T), or softmax(log p / T) over a decision's labels; platt: sigmoid(a * logit + b), a > 0 (outcome only: a preference's two sides must still sum to 1, and a decision's labels and a question's options vary in number).
     """
-    positives: Annotated[int, Field(title="Positives")]
-    reasoning_tokens: Annotated[int | None, Field(title="Reasoning Tokens")]
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
     """
-    The rationale budget (reasoning mode).
+    The judging mode the calibration is fitted and used in.
     """
-    seed: Annotated[int, Field(title="Seed")]
-    target: Annotated[Literal["outcome", "compare"], Field(title="Target")]
-
-
-class ProbabilityCalibrationList(BaseModel):
-    data: Annotated[list[ProbabilityCalibration], Field(title="Data")]
-    object: Annotated[Literal["list"], Field(title="Object")] = "list"
-
-
-class ProbabilityCalibrationResponse(BaseModel):
-    binning: Annotated[Literal["equal_mass"], Field(title="Binning")] = "equal_mass"
-    bins: Annotated[int, Field(title="Bins")]
-    budget: BudgetInfo | None = None
-    created_at: Annotated[float, Field(title="Created At")]
-    default: Annotated[bool, Field(title="Default")] = False
+    name: Annotated[str, Field(max_length=200, title="Name")] = ""
+    reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
     """
-    This tenant's default for its target.
+    Rationale budget per judgment (reasoning mode).
     """
-    examples: Annotated[int, Field(title="Examples")]
-    fit_set: CalibrationFit
+    seed: Annotated[int, Field(title="Seed")] = 0
     """
-    Fitted and scored on every example.
+    Seed of the stratified fold assignment.
     """
-    folds: Annotated[int, Field(title="Folds")]
-    held_out: CalibrationFit
+    target: Annotated[Literal["outcome", "compare", "decisions", "mcq"], Field(title="Target")]
     """
-    k-fold cross-validation: each fold scored by a map fitted on the others.
+    What the calibration applies to.
     """
-    id: Annotated[str, Field(title="Id")]
-    method: Annotated[Literal["temperature", "platt"], Field(title="Method")]
-    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
-    model: Annotated[str, Field(title="Model")]
-    name: Annotated[str, Field(title="Name")] = ""
-    object: Annotated[Literal["calibration"], Field(title="Object")] = "calibration"
-    parameters: Annotated[dict[str, float | bool], Field(title="Parameters")]
-    """
-    temperature: {temperature}; platt: {a, b}; at_bound when the fit stopped at a bound of its range.
-    """
-    positives: Annotated[int, Field(title="Positives")]
-    reasoning_tokens: Annotated[int | None, Field(title="Reasoning Tokens")]
-    """
-    The rationale budget (reasoning mode).
-    """
-    seed: Annotated[int, Field(title="Seed")]
-    target: Annotated[Literal["outcome", "compare"], Field(title="Target")]
-    usage: Usage
 
 
 class RerankResponse(BaseModel):
@@ -2496,5 +2508,125 @@ class RerankResponse(BaseModel):
     ties: Annotated[list[list[int]], Field(title="Ties")] = []
     """
     Groups of indices, in ranking order, whose scores chain within tie_tolerance: the engine cannot order them (equal scores go by lowest index).
+    """
+    usage: Usage
+
+
+class TypeFit(BaseModel):
+    """
+    A decisions calibration's fit of one question type.
+    """
+
+    at_bound: Annotated[bool, Field(title="At Bound")]
+    fit_set: CalibrationFit
+    held_out: CalibrationFit
+    questions: Annotated[int, Field(title="Questions")]
+    """
+    Labelled questions of this type.
+    """
+    temperature: Annotated[float, Field(title="Temperature")]
+
+
+class ProbabilityCalibration(BaseModel):
+    """
+    A fitted probability calibration, stored per tenant with the model it was read on.
+    """
+
+    binning: Annotated[Literal["equal_mass"], Field(title="Binning")] = "equal_mass"
+    bins: Annotated[int, Field(title="Bins")]
+    created_at: Annotated[float, Field(title="Created At")]
+    default: Annotated[bool, Field(title="Default")] = False
+    """
+    This tenant's default for its target.
+    """
+    examples: Annotated[int, Field(title="Examples")]
+    """
+    Reads fitted: examples, pairs or labelled questions.
+    """
+    fit_set: CalibrationFit
+    """
+    Fitted and scored on every example.
+    """
+    folds: Annotated[int, Field(title="Folds")]
+    held_out: CalibrationFit
+    """
+    k-fold cross-validation: each fold scored by a map fitted on the others. decisions: top-label (each read's confidence against whether its choice is right), folds held out by example, every type pooled.
+    """
+    id: Annotated[str, Field(title="Id")]
+    method: Annotated[Literal["temperature", "platt"], Field(title="Method")]
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
+    model: Annotated[str, Field(title="Model")]
+    name: Annotated[str, Field(title="Name")] = ""
+    object: Annotated[Literal["calibration"], Field(title="Object")] = "calibration"
+    parameters: Annotated[dict[str, float | bool], Field(title="Parameters")]
+    """
+    temperature: {temperature}; platt: {a, b}; decisions: a temperature per question type fitted, {predicate, choice, score}; at_bound when a fit stopped at a bound of its range.
+    """
+    positives: Annotated[int, Field(title="Positives")]
+    """
+    outcome: examples labelled 1; compare: pairs fitted in the label-1 orientation; decisions and mcq: questions whose raw read puts its largest probability on the correct label.
+    """
+    reasoning_tokens: Annotated[int | None, Field(title="Reasoning Tokens")]
+    """
+    The rationale budget (reasoning mode).
+    """
+    seed: Annotated[int, Field(title="Seed")]
+    target: Annotated[Literal["outcome", "compare", "decisions", "mcq"], Field(title="Target")]
+    types: Annotated[dict[str, TypeFit] | None, Field(title="Types")] = None
+    """
+    decisions: the fit of each question type.
+    """
+
+
+class ProbabilityCalibrationList(BaseModel):
+    data: Annotated[list[ProbabilityCalibration], Field(title="Data")]
+    object: Annotated[Literal["list"], Field(title="Object")] = "list"
+
+
+class ProbabilityCalibrationResponse(BaseModel):
+    binning: Annotated[Literal["equal_mass"], Field(title="Binning")] = "equal_mass"
+    bins: Annotated[int, Field(title="Bins")]
+    budget: BudgetInfo | None = None
+    created_at: Annotated[float, Field(title="Created At")]
+    default: Annotated[bool, Field(title="Default")] = False
+    """
+    This tenant's default for its target.
+    """
+    examples: Annotated[int, Field(title="Examples")]
+    """
+    Reads fitted: examples, pairs or labelled questions.
+    """
+    fit_set: CalibrationFit
+    """
+    Fitted and scored on every example.
+    """
+    folds: Annotated[int, Field(title="Folds")]
+    held_out: CalibrationFit
+    """
+    k-fold cross-validation: each fold scored by a map fitted on the others. decisions: top-label (each read's confidence against whether its choice is right), folds held out by example, every type pooled.
+    """
+    id: Annotated[str, Field(title="Id")]
+    method: Annotated[Literal["temperature", "platt"], Field(title="Method")]
+    mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")]
+    model: Annotated[str, Field(title="Model")]
+    name: Annotated[str, Field(title="Name")] = ""
+    object: Annotated[Literal["calibration"], Field(title="Object")] = "calibration"
+    parameters: Annotated[dict[str, float | bool], Field(title="Parameters")]
+    """
+    temperature: {temperature}; platt: {a, b}; decisions: a temperature per question type fitted, {predicate, choice, score}; at_bound when a fit stopped at a bound of its range.
+    """
+    positives: Annotated[int, Field(title="Positives")]
+    """
+    outcome: examples labelled 1; compare: pairs fitted in the label-1 orientation; decisions and mcq: questions whose raw read puts its largest probability on the correct label.
+    """
+    reasoning_tokens: Annotated[int | None, Field(title="Reasoning Tokens")]
+    """
+    The rationale budget (reasoning mode).
+    """
+    seed: Annotated[int, Field(title="Seed")]
+    target: Annotated[Literal["outcome", "compare", "decisions", "mcq"], Field(title="Target")]
+    types: Annotated[dict[str, TypeFit] | None, Field(title="Types")] = None
+    """
+    decisions: the fit of each question type.
     """
     usage: Usage

@@ -14,7 +14,7 @@ from service.protocol import (
     ProcessRequest,
     ProcessResponse,
 )
-from service.protocol.calibrate import is_probability_calibration
+from service.protocol.calibrated import is_probability_calibration
 from service.protocol.compare import CompareRequest, CompareResponse
 
 router = APIRouter(prefix="/v1/judge", tags=["judge"], responses=ERRORS)

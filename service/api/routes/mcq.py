@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from service.api import calibrated
 from service.api.deps import StateDep, tenant_name
 from service.api.errors import ERRORS, NOT_FOUND
 from service.api.pipeline import JobDep
@@ -26,16 +27,24 @@ router = APIRouter(prefix="/v1/mcq", tags=["mcq"], responses=ERRORS)
 
 @router.post("/answer", response_model=MCQAnswerResponse)
 async def answer(req: MCQAnswerRequest, job: JobDep) -> Metered:
-    """The option the model believes, raw and debiased probabilities (docs/methods.md B.4-B.7)."""
-    await job.check_calibration(req.calibration_id, req.debias, [req.k])
-    return await job.run("mcq_answer", req)
+    """The option the model believes, raw and debiased probabilities (docs/methods.md B.4-B.7),
+    through a probability calibration when one applies (docs/methods.md J.7)."""
+    await job.check_calibration(req.prior_id, req.debias, [req.k])
+    cal = await job.probability_calibration(req.probability_calibration_id, "mcq", "direct")
+    # the job reads raw (a debiasing calibration, if any, is its own): the map applies after it
+    resp = await job.run("mcq_answer", req.model_copy(update={"calibration_id": req.prior_id}))
+    assert isinstance(resp, MCQAnswerResponse)  # the mcq_answer job's response model
+    return calibrated.mcq(resp, cal)
 
 
 @router.post("/answer/batch", response_model=MCQBatchResponse)
 async def answer_batch(req: MCQBatchRequest, job: JobDep) -> Metered:
     """Many items in one request, scored in one engine batch."""
-    await job.check_calibration(req.calibration_id, req.debias, [it.k for it in req.items])
-    return await job.run("mcq_batch", req)
+    await job.check_calibration(req.prior_id, req.debias, [it.k for it in req.items])
+    cal = await job.probability_calibration(req.probability_calibration_id, "mcq", "direct")
+    resp = await job.run("mcq_batch", req.model_copy(update={"calibration_id": req.prior_id}))
+    assert isinstance(resp, MCQBatchResponse)  # the mcq_batch job's response model
+    return calibrated.mcq_batch(resp, cal)
 
 
 @router.post("/audit", response_model=AuditResponse)

@@ -174,8 +174,9 @@ _PAIR_READS = CompareSpec.model_validate({"mode": "pairwise", "debias": "swap"})
 
 
 def _calibration_fit(req: ProbabilityCalibrationRequest) -> Estimate:
-    """One model judgment per labelled example (never by rule), or one pairwise comparison in
-    both orders per labelled pair (serving/calibrate.py)."""
+    """One model judgment per labelled example (never by rule), one pairwise comparison in
+    both orders per labelled pair, one decision per labelled input, or one letter read per
+    multiple-choice question (serving/calibrate.py)."""
     j = _Judging(mode=req.mode, samples=1, reasoning_tokens=req.reasoning_tokens)
     reasoning = req.reasoning_tokens if req.mode == "reasoning" else None
     total = ZERO
@@ -187,6 +188,10 @@ def _calibration_fit(req: ProbabilityCalibrationRequest) -> Estimate:
         if pair.reference is None and pair.criteria is not None:
             context += REFERENCE_OVERHEAD + estimate_text_tokens(pair.criteria)
         total += _comparison(context, pair.responses, _PAIR_READS, reasoning, 1)
+    for item in req.mcq_examples():
+        total += _mcq_item(item.question, item.options)
+    for decision in req.decision_examples():
+        total += _decision(decision.request(req.mode, req.reasoning_tokens, ""))
     return total
 
 
@@ -257,7 +262,7 @@ def _mcq_items(items: Sequence[MCQItem], opts: MCQOptions) -> Estimate:
         total += _mcq_item(item.question, item.options)
         if opts.debias == "popdebias":
             total += _mcq_popularity(item)
-    if opts.debias == "contextual" and opts.calibration_id is None:
+    if opts.debias == "contextual" and opts.prior_id is None:
         for k in sorted({it.k for it in items}):
             total += _content_free(k)
     return total
@@ -390,7 +395,7 @@ def _decision(req: DecisionRequest) -> Estimate:
             r = req.reasoning_tokens
             read = Estimate.of(prompt + prompt + r + THOUGHT_TAIL, r + 1, 2).times(req.samples)
         total += read.times(spec.passes(req.permutations))
-    if req.debias == "contextual" and req.calibration_id is None:
+    if req.debias == "contextual" and req.prior_id is None:
         for k in sorted(set(req.choice_counts)):
             for block, spec in content_free(k):
                 prompt = DECISION_OVERHEAD + estimate_text_tokens(block.text)
