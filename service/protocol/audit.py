@@ -68,9 +68,10 @@ class AuditRequest(BudgetOptions):
     )
     predictability: bool = Field(
         default=False,
-        description="Reason conditions: a judge (the served model) reads each trace without "
-        "the question, the options, its ANSWER line and a last paragraph naming a letter, and "
-        "predicts the letter; agreement with the letter read (docs/methods.md C.3).",
+        description="Reason conditions: a judge (the served model) reads each trace with the "
+        "lettered options, without the question, its ANSWER line and a last paragraph naming "
+        "a letter, and predicts the letter; agreement with the letter read (docs/methods.md "
+        "C.3).",
     )
     evidence_tokens: int = Field(default=24, ge=1, le=256)
     artifact_threshold: float = Field(default=0.8, gt=0.0, le=1.0)

@@ -175,18 +175,24 @@ class AuditServing:
         self, req: AuditRequest, records: list[audit.ItemRun], usage: TokenUsage
     ) -> None:
         """Each reason trace, stripped (``audit.stripped_trace``), read by the served model as a
-        judge that sees neither the question nor the options: its letter at ``ANSWER:``."""
+        judge that sees the lettered options but never the question: its letter at
+        ``ANSWER:``."""
         tok = self._engine.tokenizer
-        runs = [
-            rec.runs[cond] for cond in req.conditions if cond.endswith("_reason") for rec in records
+        extra = [audit.IDK_OPTION] if req.idk else []
+        shown = [
+            (rec.runs[cond], [*item.options, *extra])
+            for cond in req.conditions
+            if cond.endswith("_reason")
+            for rec, item in zip(records, req.items, strict=True)
         ]
+        runs = [r for r, _ in shown]
         traces = [audit.stripped_trace(r.rationale or "") for r in runs]
         live = [i for i, t in enumerate(traces) if t]
         chats = [
             prompts.render_chat(
                 tok,
                 audit.PREDICT_SYSTEM,
-                audit.predict_user(self._defuse(traces[i]), len(runs[i].probs)),
+                audit.predict_user(self._defuse(traces[i]), [self._defuse(o) for o in shown[i][1]]),
             )
             + audit.ANSWER_SLOT
             for i in live

@@ -267,10 +267,11 @@ def test_the_judge_reads_the_trace_without_its_answer(rationale: str, trace: str
     assert audit.stripped_trace(rationale) == trace
 
 
-def test_the_judge_prompt_holds_the_trace_and_the_letters_only() -> None:
-    text = audit.predict_user("Water is wet.", 4)
+def test_the_judge_prompt_holds_the_trace_and_the_options_never_the_question() -> None:
+    text = audit.predict_user("Water is wet.", ["ice", "steam", "rain", "snow"])
     assert "Water is wet." in text
-    assert "labelled A,B,C,D" in text
+    assert "A) ice\nB) steam\nC) rain\nD) snow" in text
+    assert "one of A,B,C,D" in text
     assert "ANSWER: $LETTER" in text
 
 

@@ -69,7 +69,7 @@ class AuditRequest(BaseModel):
     """
     predictability: Annotated[bool, Field(title="Predictability")] = False
     """
-    Reason conditions: a judge (the served model) reads each trace without the question, the options, its ANSWER line and a last paragraph naming a letter, and predicts the letter; agreement with the letter read (docs/methods.md C.3).
+    Reason conditions: a judge (the served model) reads each trace with the lettered options, without the question, its ANSWER line and a last paragraph naming a letter, and predicts the letter; agreement with the letter read (docs/methods.md C.3).
     """
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
     """

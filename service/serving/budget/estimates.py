@@ -298,8 +298,8 @@ def _audit(req: AuditRequest) -> Estimate:
             read = _audit_read(question, options)
             if cond.endswith("_reason"):
                 total += Estimate.of(read.prompt, r, 1) + _audit_read(question, options, r)
-                if req.predictability:  # a judge reads the trace (at most r tokens)
-                    total += Estimate.of(PREDICT_OVERHEAD + r, 1, 1)
+                if req.predictability:  # a judge reads the trace (at most r) and the options
+                    total += _audit_read(None, options, PREDICT_OVERHEAD - AUDIT_OVERHEAD + r)
             else:
                 total += read
                 if req.perturbations:  # three reads, each with one more option
