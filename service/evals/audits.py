@@ -129,6 +129,7 @@ def item_run(result: dict[str, Any]) -> audit.ItemRun:
             parsed=r.get("parsed_index"),
             rationale=r.get("rationale"),
             idk=r.get("idk", False),
+            prediction=_prediction(r.get("prediction")),
         )
     for cond, kinds in result.get("perturbations", {}).items():
         rec.perturbed[cond] = {
@@ -136,6 +137,14 @@ def item_run(result: dict[str, Any]) -> audit.ItemRun:
             for kind, p in kinds.items()
         }
     return rec
+
+
+def _prediction(p: dict[str, Any] | None) -> audit.Prediction | None:
+    if p is None:
+        return None
+    return audit.Prediction(
+        index=p["predicted_index"], prob=p["probability"], empty=p["trace_empty"]
+    )
 
 
 def tagging_summary(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -174,6 +183,7 @@ async def run_choices_only(
     idk: bool = False,
     perturbations: bool = False,
     tag_strategies: bool = False,
+    predictability: bool = False,
     seed: int | None = None,
     temperature: float = 0.0,
     chunk: int = CHUNK,
@@ -198,6 +208,7 @@ async def run_choices_only(
         "idk": idk,
         "perturbations": perturbations,
         "tag_strategies": tag_strategies,
+        "predictability": predictability,
         "seed": seed,
         "temperature": temperature,
     }

@@ -9,8 +9,8 @@ Usage:
     verifier eval popmcq --output pop.json [--data POOL] [--plot pop.png] [--popularity model]
         [--methods none,popdebias,pride,contextual] [--calib-ratio 0.2] [--seed 0] [--url ...]
     verifier eval choices-only --output co.json [--data FILE] [--limit N] [--plot co.png]
-        [--reasoning-tokens 64] [--idk] [--perturbations] [--tag-strategies] [--chunk 8]
-        [--concurrency 2] [--url ...]
+        [--reasoning-tokens 64] [--idk] [--perturbations] [--tag-strategies] [--predictability]
+        [--chunk 8] [--concurrency 2] [--url ...]
     verifier eval bestofn --output bon.json [--data FILE] [--limit N] [--method fused]
         [--mode direct] [--alpha 0.5] [--aggregation mean_logit] [--reasoning-tokens 256]
         [--concurrency 8] [--url http://127.0.0.1:8000]
@@ -457,6 +457,12 @@ def choices_only_cmd(
     tag_strategies: Annotated[
         bool, typer.Option("--tag-strategies", help="Tag choices-only rationales, regress.")
     ] = False,
+    predictability: Annotated[
+        bool,
+        typer.Option(
+            "--predictability", help="A judge predicts each reason trace's letter from it alone."
+        ),
+    ] = False,
     chunk: Annotated[int, typer.Option("--chunk", min=1, help="Items per request.")] = 8,
     concurrency: ConcurrencyOpt = 2,
     url: UrlOpt = DEFAULT_URL,
@@ -477,6 +483,7 @@ def choices_only_cmd(
             idk=idk,
             perturbations=perturbations,
             tag_strategies=tag_strategies,
+            predictability=predictability,
             chunk=chunk,
             concurrency=concurrency,
             progress=progress,

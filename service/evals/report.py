@@ -169,6 +169,16 @@ def choices_only_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         if c.get("parse_failure_rate") is not None:
             rows.append((f"{cond} parse failures", fmt(c["parse_failure_rate"], 3)))
             rows.append((f"{cond} letter vs ANSWER line disagree", fmt(c["disagreement_rate"], 3)))
+        pred = c.get("predictability")
+        if pred is not None:
+            rows.append(
+                (
+                    f"{cond} trace predicts the letter (chance; 95% CI; n, empty)",
+                    f"{fmt(pred['agreement'], 3)} ({fmt(pred['chance'], 3)}; "
+                    f"{fmt(pred['ci_low'], 3)}-{fmt(pred['ci_high'], 3)}; "
+                    f"{pred['n']}, {pred['n_empty']})",
+                )
+            )
         rows.append(
             (f"{cond} tokens / item", fmt(result["tokens_per_item_by_condition"].get(cond), 1))
         )

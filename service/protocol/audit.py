@@ -66,6 +66,13 @@ class AuditRequest(BudgetOptions):
         description="Tag the choices_only_reason rationales with the six strategy labels and "
         "regress correctness on them.",
     )
+    predictability: bool = Field(
+        default=False,
+        description="Reason conditions: a judge (the served model) reads each trace with the "
+        "lettered options, without the question, its ANSWER line and a last paragraph naming "
+        "a letter, and predicts the letter; agreement with the letter read (docs/methods.md "
+        "C.3).",
+    )
     evidence_tokens: int = Field(default=24, ge=1, le=256)
     artifact_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     return_rationales: bool = True
@@ -74,6 +81,11 @@ class AuditRequest(BudgetOptions):
     def _check(self) -> AuditRequest:
         if len(set(self.conditions)) != len(self.conditions):
             raise ValueError("conditions must not repeat")
+        if self.predictability and not any(c.endswith("_reason") for c in self.conditions):
+            raise ValueError(
+                "predictability needs a reason condition (full_reason or choices_only_reason): "
+                "the base conditions write no trace"
+            )
         if self.tag_strategies and "choices_only_reason" not in self.conditions:
             raise ValueError("tag_strategies needs the choices_only_reason condition")
         if self.perturbations and not {"full_base", "choices_only_base"} & set(self.conditions):
@@ -99,6 +111,19 @@ class AuditConditionResult(BaseModel):
     )
     parse_ok: bool | None = None
     rationale: str | None = None
+    prediction: TracePrediction | None = Field(
+        default=None, description="reason, with predictability: the judge's read of the trace."
+    )
+
+
+class TracePrediction(BaseModel):
+    """What a judge predicts from the stripped trace alone."""
+
+    trace_empty: bool = Field(description="Nothing was left after stripping: not read.")
+    predicted_index: int | None
+    predicted_letter: str | None
+    probability: float | None = Field(description="The predicted letter's probability.")
+    agrees: bool | None = Field(description="The prediction is the letter read at the slot.")
 
 
 class PerturbationResult(BaseModel):
@@ -135,6 +160,18 @@ class ConditionSummary(BaseModel):
     parse_failure_rate: float | None = None
     accuracy_parsed: float | None = None
     disagreement_rate: float | None = None
+    predictability: Predictability | None = None
+
+
+class Predictability(BaseModel):
+    """Trace-to-answer predictability of one reason condition (docs/methods.md C.3)."""
+
+    n: int = Field(description="Traces read (an empty stripped trace is not).")
+    n_empty: int
+    agreement: float | None = Field(description="Predicted letter = the letter read.")
+    chance: float | None = Field(description="mean 1/K over the traces read.")
+    ci_low: float | None = Field(description="95% Wilson interval of the agreement.")
+    ci_high: float | None
 
 
 class ReasoningEffect(BaseModel):

@@ -25,6 +25,7 @@ from service.protocol.audit import (
     PerturbationResult,
     StrategyTag,
     TaggingSummary,
+    TracePrediction,
 )
 from service.scoring import audit, debias, prompts, tagging
 from service.scoring.finite import finite_or_none
@@ -145,6 +146,8 @@ class AuditServing:
                 rec.runs[cond] = r
 
         await asyncio.gather(*(run(c) for c in req.conditions))
+        if req.predictability:
+            await self._predict(req, records, by_cond.setdefault("predictability", TokenUsage()))
         if req.perturbations:
             await self._perturb(req, records, extra, by_cond)
         tagging_summary = None
@@ -167,6 +170,39 @@ class AuditServing:
             tokens_by_condition={c: u.total_tokens for c, u in by_cond.items()},
             usage=Usage.of(usage),
         )
+
+    async def _predict(
+        self, req: AuditRequest, records: list[audit.ItemRun], usage: TokenUsage
+    ) -> None:
+        """Each reason trace, stripped (``audit.stripped_trace``), read by the served model as a
+        judge that sees the lettered options but never the question: its letter at
+        ``ANSWER:``."""
+        tok = self._engine.tokenizer
+        extra = [audit.IDK_OPTION] if req.idk else []
+        shown = [
+            (rec.runs[cond], [*item.options, *extra])
+            for cond in req.conditions
+            if cond.endswith("_reason")
+            for rec, item in zip(records, req.items, strict=True)
+        ]
+        runs = [r for r, _ in shown]
+        traces = [audit.stripped_trace(r.rationale or "") for r in runs]
+        live = [i for i, t in enumerate(traces) if t]
+        chats = [
+            prompts.render_chat(
+                tok,
+                audit.PREDICT_SYSTEM,
+                audit.predict_user(self._defuse(traces[i]), [self._defuse(o) for o in shown[i][1]]),
+            )
+            + audit.ANSWER_SLOT
+            for i in live
+        ]
+        probs = await self._read(chats, [len(runs[i].probs) for i in live], usage)
+        for r in runs:
+            r.prediction = audit.Prediction(index=None, prob=None, empty=True)
+        for i, p in zip(live, probs, strict=True):
+            best = debias.argmax(p)
+            runs[i].prediction = audit.Prediction(index=best, prob=p[best], empty=False)
 
     async def _perturb(
         self,
@@ -295,6 +331,7 @@ def _item_result(
             parsed_index=r.parsed if reason else None,
             parse_ok=(r.parsed is not None) if reason else None,
             rationale=r.rationale if with_rationale else None,
+            prediction=_prediction(r),
         )
     perturbed = {}
     for cond, kinds in rec.perturbed.items():
@@ -314,4 +351,25 @@ def _item_result(
         conditions=conds,
         perturbations=perturbed,
         tags=tags,
+    )
+
+
+def _prediction(run: audit.ConditionRun) -> TracePrediction | None:
+    p = run.prediction
+    if p is None:
+        return None
+    if p.index is None:
+        return TracePrediction(
+            trace_empty=True,
+            predicted_index=None,
+            predicted_letter=None,
+            probability=None,
+            agrees=None,
+        )
+    return TracePrediction(
+        trace_empty=False,
+        predicted_index=p.index,
+        predicted_letter=audit.LETTERS[p.index],
+        probability=p.prob,
+        agrees=p.index == run.index,
     )

@@ -309,3 +309,42 @@ def test_eval_commands_write_json_and_png(server: Any, tmp_path: Path, data_dir:
     assert report["items_per_s"] > 0
     assert set(report["tokens_per_item_by_condition"]) == set(audit.CONDITIONS)
     assert image.imread(str(out.with_suffix(".png"))).shape[0] > 100
+
+
+def test_a_judge_predicts_each_trace_letter_and_the_summary_counts_it(
+    server: Any, arc8: list[dict[str, Any]]
+) -> None:
+    body = {
+        "items": arc8,
+        "conditions": ["full_reason", "choices_only_reason"],
+        "reasoning_tokens": 32,
+        "predictability": True,
+    }
+    r = post(server.url, "/v1/mcq/audit", body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["tokens_by_condition"]["predictability"] > 0
+    for cond in ("full_reason", "choices_only_reason"):
+        rows = [it["conditions"][cond] for it in answer["items"]]
+        for c in rows:
+            p = c["prediction"]
+            assert p["trace_empty"] == (audit.stripped_trace(c["rationale"]) == "")
+            if p["trace_empty"]:
+                assert p["predicted_index"] is None
+                continue
+            assert 0 <= p["predicted_index"] < len(c["probs"])
+            assert p["predicted_letter"] == BOTH[p["predicted_index"]]
+            assert 0 < p["probability"] <= 1
+            assert p["agrees"] == (p["predicted_index"] == c["answer_index"])
+        read = [c["prediction"] for c in rows if not c["prediction"]["trace_empty"]]
+        agree = sum(p["agrees"] for p in read)
+        got = answer["summary"]["conditions"][cond]["predictability"]
+        assert (got["n"], got["n_empty"]) == (len(read), len(rows) - len(read))
+        if read:
+            assert got["agreement"] == pytest.approx(agree / len(read))
+            assert (got["ci_low"], got["ci_high"]) == pytest.approx(audit.wilson(agree, len(read)))
+    refused = post(
+        server.url, "/v1/mcq/audit", {**body, "conditions": ["full_base"], "predictability": True}
+    )
+    assert refused.status_code == 422
+    assert "predictability needs a reason condition" in refused.json()["error"]["message"]

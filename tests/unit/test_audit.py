@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from service.protocol.audit import AuditRequest
 from service.scoring import audit, prompts, tagging
 from service.scoring.audit import ConditionRun, ItemRun
 
@@ -240,3 +242,76 @@ def test_logit_regression_says_why_it_cannot_fit() -> None:
     # perfectly separated: fit or explain, never raise
     sep = tagging.logit_regression(labels, [bool(i % 2) for i in range(10)])
     assert sep["error"] is not None or sep["warnings"]
+
+
+# --- trace-to-answer predictability ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rationale", "trace"),
+    [
+        ("Fish live in water.\n\nSo the answer is (B).\nANSWER: B", "Fish live in water."),
+        # the last ANSWER line and all after it go; a body that discusses letters stays
+        (
+            "B) and C) are metals.\n\nA mammal is warm-blooded.\n\nANSWER: A\nextra",
+            "B) and C) are metals.\n\nA mammal is warm-blooded.",
+        ),
+        ("Compare them.\n\nOption C is best, so I pick it.", "Compare them."),
+        ("Choice: D fits.\n\nANSWER: D", ""),  # one paragraph, naming its letter: nothing left
+        ("A cat is a mammal.\n\nANSWER: A", "A cat is a mammal."),  # "A" as an article stays
+        ("No line at all, A is an article here.", "No line at all, A is an article here."),
+        ("answer: c\n", ""),
+    ],
+)
+def test_the_judge_reads_the_trace_without_its_answer(rationale: str, trace: str) -> None:
+    assert audit.stripped_trace(rationale) == trace
+
+
+def test_the_judge_prompt_holds_the_trace_and_the_options_never_the_question() -> None:
+    text = audit.predict_user("Water is wet.", ["ice", "steam", "rain", "snow"])
+    assert "Water is wet." in text
+    assert "A) ice\nB) steam\nC) rain\nD) snow" in text
+    assert "one of A,B,C,D" in text
+    assert "ANSWER: $LETTER" in text
+
+
+def _predicted(index: int, predicted: int | None, k: int = 4) -> ConditionRun:
+    run = _run(index, [1 / k] * k, index)
+    empty = predicted is None
+    run.prediction = audit.Prediction(predicted, None if empty else 0.9, empty)
+    return run
+
+
+def test_predictability_counts_agreement_over_the_traces_read() -> None:
+    items = [
+        ItemRun(k=4, answer_index=0, runs={"full_reason": _predicted(0, 0)}),
+        ItemRun(k=4, answer_index=0, runs={"full_reason": _predicted(1, 1)}),
+        ItemRun(k=4, answer_index=0, runs={"full_reason": _predicted(2, 3)}),
+        ItemRun(k=5, answer_index=0, runs={"full_reason": _predicted(2, None, 5)}),
+        ItemRun(k=4, answer_index=0, runs={"full_reason": _run(1, [0.25] * 4, 1)}),  # not asked
+    ]
+    pred = audit.summarize(items)["conditions"]["full_reason"]["predictability"]
+    assert (pred["n"], pred["n_empty"]) == (3, 1)
+    assert pred["agreement"] == pytest.approx(2 / 3)
+    assert pred["chance"] == 0.25
+    lo, hi = audit.wilson(2, 3)
+    assert (pred["ci_low"], pred["ci_high"]) == (lo, hi)
+    assert lo < 2 / 3 < hi
+    # the Wilson interval, written out
+    z, p, n = 1.959963984540054, 2 / 3, 3
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert (lo, hi) == pytest.approx((centre - half, centre + half))
+    assert audit.summarize(items[4:])["conditions"]["full_reason"]["predictability"] is None
+
+
+def test_predictability_needs_a_reason_condition() -> None:
+    item = {"question": "q", "options": ["a", "b"], "answer_index": 0}
+    with pytest.raises(ValidationError, match="predictability needs a reason condition"):
+        AuditRequest.model_validate(
+            {"items": [item], "conditions": ["full_base"], "predictability": True}
+        )
+    ok = AuditRequest.model_validate(
+        {"items": [item], "conditions": ["choices_only_reason"], "predictability": True}
+    )
+    assert ok.predictability

@@ -17,23 +17,6 @@ class Artifact(BaseModel):
     prob: Annotated[float, Field(title="Prob")]
 
 
-class AuditConditionResult(BaseModel):
-    answer_index: Annotated[int, Field(title="Answer Index")]
-    """
-    Read from the letter logprobs at the answer slot.
-    """
-    answer_letter: Annotated[str, Field(title="Answer Letter")]
-    correct: Annotated[bool, Field(title="Correct")]
-    idk: Annotated[bool, Field(title="Idk")] = False
-    parse_ok: Annotated[bool | None, Field(title="Parse Ok")] = None
-    parsed_index: Annotated[int | None, Field(title="Parsed Index")] = None
-    """
-    reason: the 'ANSWER: X' letter; null on a parse failure.
-    """
-    probs: Annotated[list[float], Field(title="Probs")]
-    rationale: Annotated[str | None, Field(title="Rationale")] = None
-
-
 class AuditItem(BaseModel):
     """
     A question, its options and the index of the right one.
@@ -83,6 +66,10 @@ class AuditRequest(BaseModel):
     perturbations: Annotated[bool, Field(title="Perturbations")] = False
     """
     Also answer (base conditions) with an injected duplicate, nonsense or false option, and report how often the answer changes.
+    """
+    predictability: Annotated[bool, Field(title="Predictability")] = False
+    """
+    Reason conditions: a judge (the served model) reads each trace with the lettered options, without the question, its ANSWER line and a last paragraph naming a letter, and predicts the letter; agreement with the letter read (docs/methods.md C.3).
     """
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
     """
@@ -463,17 +450,6 @@ class CompareSummary(BaseModel):
     """
     preferences[i][j]: P(response i preferred over j), the mean over the reads showing both (listwise: p_i / (p_i + p_j)); [i][j] + [j][i] = 1; the diagonal is null.
     """
-
-
-class ConditionSummary(BaseModel):
-    accuracy: Annotated[float | None, Field(title="Accuracy")]
-    accuracy_parsed: Annotated[float | None, Field(title="Accuracy Parsed")] = None
-    chance: Annotated[float | None, Field(title="Chance")]
-    disagreement_rate: Annotated[float | None, Field(title="Disagreement Rate")] = None
-    idk_rate: Annotated[float | None, Field(title="Idk Rate")]
-    mean_prob_gold: Annotated[float | None, Field(title="Mean Prob Gold")]
-    n: Annotated[int, Field(title="N")]
-    parse_failure_rate: Annotated[float | None, Field(title="Parse Failure Rate")] = None
 
 
 Type2 = TypeAliasType("Type2", Annotated[Literal["custom_tool_call"], Field(title="Type")])
@@ -1041,6 +1017,31 @@ class PredicateQuestion(BaseModel):
     Echoed in the answer; unique if given.
     """
     type: Annotated[Literal["predicate"], Field(title="Type")]
+
+
+class PredictabilityModel(BaseModel):
+    """
+    Trace-to-answer predictability of one reason condition (docs/methods.md C.3).
+    """
+
+    agreement: Annotated[float | None, Field(title="Agreement")]
+    """
+    Predicted letter = the letter read.
+    """
+    chance: Annotated[float | None, Field(title="Chance")]
+    """
+    mean 1/K over the traces read.
+    """
+    ci_high: Annotated[float | None, Field(title="Ci High")]
+    ci_low: Annotated[float | None, Field(title="Ci Low")]
+    """
+    95% Wilson interval of the agreement.
+    """
+    n: Annotated[int, Field(title="N")]
+    """
+    Traces read (an empty stripped trace is not).
+    """
+    n_empty: Annotated[int, Field(title="N Empty")]
 
 
 Binning = TypeAliasType("Binning", Annotated[Literal["equal_mass"], Field(title="Binning")])
@@ -1644,6 +1645,27 @@ class TaggingSummary(BaseModel):
     regression: Regression
 
 
+class TracePrediction(BaseModel):
+    """
+    What a judge predicts from the stripped trace alone.
+    """
+
+    agrees: Annotated[bool | None, Field(title="Agrees")]
+    """
+    The prediction is the letter read at the slot.
+    """
+    predicted_index: Annotated[int | None, Field(title="Predicted Index")]
+    predicted_letter: Annotated[str | None, Field(title="Predicted Letter")]
+    probability: Annotated[float | None, Field(title="Probability")]
+    """
+    The predicted letter's probability.
+    """
+    trace_empty: Annotated[bool, Field(title="Trace Empty")]
+    """
+    Nothing was left after stripping: not read.
+    """
+
+
 class Usage(BaseModel):
     cached_judgments: Annotated[int, Field(title="Cached Judgments")] = 0
     """
@@ -1664,6 +1686,27 @@ class ValidationError(BaseModel):
     type: Annotated[str, Field(title="Error Type")]
 
 
+class AuditConditionResult(BaseModel):
+    answer_index: Annotated[int, Field(title="Answer Index")]
+    """
+    Read from the letter logprobs at the answer slot.
+    """
+    answer_letter: Annotated[str, Field(title="Answer Letter")]
+    correct: Annotated[bool, Field(title="Correct")]
+    idk: Annotated[bool, Field(title="Idk")] = False
+    parse_ok: Annotated[bool | None, Field(title="Parse Ok")] = None
+    parsed_index: Annotated[int | None, Field(title="Parsed Index")] = None
+    """
+    reason: the 'ANSWER: X' letter; null on a parse failure.
+    """
+    prediction: TracePrediction | None = None
+    """
+    reason, with predictability: the judge's read of the trace.
+    """
+    probs: Annotated[list[float], Field(title="Probs")]
+    rationale: Annotated[str | None, Field(title="Rationale")] = None
+
+
 class AuditItemResult(BaseModel):
     answer_index: Annotated[int, Field(title="Answer Index")]
     conditions: Annotated[dict[str, AuditConditionResult], Field(title="Conditions")]
@@ -1673,18 +1716,6 @@ class AuditItemResult(BaseModel):
         dict[str, dict[str, PerturbationResult]] | None, Field(title="Perturbations")
     ] = None
     tags: Annotated[dict[str, StrategyTag] | None, Field(title="Tags")] = None
-
-
-class AuditSummary(BaseModel):
-    artifact_threshold: Annotated[float, Field(title="Artifact Threshold")]
-    artifacts: Annotated[list[Artifact], Field(title="Artifacts")]
-    conditions: Annotated[dict[str, ConditionSummary], Field(title="Conditions")]
-    n_items: Annotated[int, Field(title="N Items")]
-    perturbations: Annotated[
-        dict[str, dict[str, PerturbationSummary]], Field(title="Perturbations")
-    ]
-    reasoning_effect: Annotated[dict[str, ReasoningEffect], Field(title="Reasoning Effect")]
-    tagging: TaggingSummary | None = None
 
 
 class Calibration(BaseModel):
@@ -1893,6 +1924,18 @@ class CompareResponse(BaseModel):
     One per response, in request order.
     """
     usage: Usage
+
+
+class ConditionSummary(BaseModel):
+    accuracy: Annotated[float | None, Field(title="Accuracy")]
+    accuracy_parsed: Annotated[float | None, Field(title="Accuracy Parsed")] = None
+    chance: Annotated[float | None, Field(title="Chance")]
+    disagreement_rate: Annotated[float | None, Field(title="Disagreement Rate")] = None
+    idk_rate: Annotated[float | None, Field(title="Idk Rate")]
+    mean_prob_gold: Annotated[float | None, Field(title="Mean Prob Gold")]
+    n: Annotated[int, Field(title="N")]
+    parse_failure_rate: Annotated[float | None, Field(title="Parse Failure Rate")] = None
+    predictability: PredictabilityModel | None = None
 
 
 class CustomToolCallOutput(BaseModel):
@@ -2287,13 +2330,16 @@ class SplitResponse(BaseModel):
     usage: Usage | None = None
 
 
-class AuditResponse(BaseModel):
-    budget: BudgetInfo | None = None
-    items: Annotated[list[AuditItemResult], Field(title="Items")]
-    model: Annotated[str, Field(title="Model")]
-    summary: AuditSummary
-    tokens_by_condition: Annotated[dict[str, int], Field(title="Tokens By Condition")]
-    usage: Usage
+class AuditSummary(BaseModel):
+    artifact_threshold: Annotated[float, Field(title="Artifact Threshold")]
+    artifacts: Annotated[list[Artifact], Field(title="Artifacts")]
+    conditions: Annotated[dict[str, ConditionSummary], Field(title="Conditions")]
+    n_items: Annotated[int, Field(title="N Items")]
+    perturbations: Annotated[
+        dict[str, dict[str, PerturbationSummary]], Field(title="Perturbations")
+    ]
+    reasoning_effect: Annotated[dict[str, ReasoningEffect], Field(title="Reasoning Effect")]
+    tagging: TaggingSummary | None = None
 
 
 class CalibrationFit(BaseModel):
@@ -2525,6 +2571,15 @@ class TypeFit(BaseModel):
     Labelled questions of this type.
     """
     temperature: Annotated[float, Field(title="Temperature")]
+
+
+class AuditResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    items: Annotated[list[AuditItemResult], Field(title="Items")]
+    model: Annotated[str, Field(title="Model")]
+    summary: AuditSummary
+    tokens_by_condition: Annotated[dict[str, int], Field(title="Tokens By Condition")]
+    usage: Usage
 
 
 class ProbabilityCalibration(BaseModel):

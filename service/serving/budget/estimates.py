@@ -53,6 +53,7 @@ from service.serving.budget.text import (
     OUTCOME_OVERHEAD,
     POOLING_CHAT_OVERHEAD,
     POPULARITY_OVERHEAD,
+    PREDICT_OVERHEAD,
     PROCESS_OVERHEAD,
     PROCESS_STEP_OVERHEAD,
     REFERENCE_OVERHEAD,
@@ -284,7 +285,8 @@ def _audit_read(question: str | None, options: Sequence[str], rationale: int = 0
 
 
 def _audit(req: AuditRequest) -> Estimate:
-    """Per item and condition: one letter read (base), or a rationale then a read (reason)."""
+    """Per item and condition: one letter read (base), or a rationale then a read (reason),
+    and with predictability one judge read of the trace."""
     total = ZERO
     r = req.reasoning_tokens
     extra = ["I don't know"] if req.idk else []
@@ -296,6 +298,8 @@ def _audit(req: AuditRequest) -> Estimate:
             read = _audit_read(question, options)
             if cond.endswith("_reason"):
                 total += Estimate.of(read.prompt, r, 1) + _audit_read(question, options, r)
+                if req.predictability:  # a judge reads the trace (at most r) and the options
+                    total += _audit_read(None, options, PREDICT_OVERHEAD - AUDIT_OVERHEAD + r)
             else:
                 total += read
                 if req.perturbations:  # three reads, each with one more option
