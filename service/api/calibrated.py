@@ -7,6 +7,8 @@ a new calibration never needs a new engine call.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 from scipy import special
 
@@ -28,6 +30,8 @@ from service.protocol.reward import RewardResponse
 from service.scoring.calibration import calibrated_probability, tempered
 from service.scoring.decisions import expected_level
 from service.scoring.outcome import verdict
+
+Answered = TypeVar("Answered", bound=MCQAnswer)
 
 
 def info(cal: ProbabilityCalibration) -> CalibrationInfo:
@@ -205,7 +209,7 @@ def decisions(resp: DecisionResponse, cal: ProbabilityCalibration | None) -> Dec
     return resp.model_copy(update={"answers": answers, "calibration": block})
 
 
-def _tempered_mcq(a: MCQAnswer, t: float) -> MCQAnswer:
+def _tempered_mcq(a: Answered, t: float) -> Answered:
     """One MCQ answer's ``probs`` through temperature ``t``, the unmapped ones beside; the
     answer (argmax, a tie included) is kept."""
     return a.model_copy(update={"probs": tempered(a.probs, t), "uncalibrated_probs": a.probs})
@@ -216,15 +220,8 @@ def mcq(resp: MCQAnswerResponse, cal: ProbabilityCalibration | None) -> MCQAnswe
     debiasing) and the answer stay the read's."""
     if cal is None:
         return resp
-    t = float(cal.parameters["temperature"])
-    mapped = _tempered_mcq(resp, t)
-    return resp.model_copy(
-        update={
-            "probs": mapped.probs,
-            "uncalibrated_probs": mapped.uncalibrated_probs,
-            "calibration": info(cal),
-        }
-    )
+    mapped = _tempered_mcq(resp, float(cal.parameters["temperature"]))
+    return mapped.model_copy(update={"calibration": info(cal)})
 
 
 def mcq_batch(resp: MCQBatchResponse, cal: ProbabilityCalibration | None) -> MCQBatchResponse:

@@ -23,6 +23,16 @@ def is_probability_calibration(calibration_id: str | None) -> bool:
     )
 
 
+def prior_part(calibration_id: str | None) -> str | None:
+    """The id when it names an MCQ debiasing prior (``cal_...``), else None."""
+    return None if is_probability_calibration(calibration_id) else calibration_id
+
+
+def probability_part(calibration_id: str | None) -> str | None:
+    """The id when it names a probability calibration (or ``"none"``), else None."""
+    return calibration_id if is_probability_calibration(calibration_id) else None
+
+
 class CalibrationInfo(BaseModel):
     """Which calibration an answer's probability went through (absent: the raw read)."""
 

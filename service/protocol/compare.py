@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ReferenceTexts, ServiceModel, _non_blank
-from service.protocol.calibrated import NO_CALIBRATION, CalibrationInfo, is_probability_calibration
+from service.protocol.calibrated import NO_CALIBRATION, CalibrationInfo, prior_part
 from service.protocol.limits import Documents, ReasoningTokens, Samples, Text, Texts
 from service.scoring.compare import LABELS, CompareAggregation, CompareDebias, CompareMode
 
@@ -106,7 +106,7 @@ class CompareSpec(ServiceModel):
 
     def _check_calibration_id(self, debias: CompareDebias, probability: bool) -> None:
         cid = self.calibration_id
-        prior = cid is not None and not is_probability_calibration(cid)
+        prior = prior_part(cid) is not None
         if (debias == "pride") != prior:
             raise ValueError(
                 "debias='pride' needs calibration_id (a PriDe calibration), and a PriDe "

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Discriminator, Field, Tag, model_validator
 
 from service.protocol.base import BudgetOptions, JudgeMode, Metered, ServiceModel, Usage
-from service.protocol.calibrated import DecisionCalibrationInfo, is_probability_calibration
+from service.protocol.calibrated import DecisionCalibrationInfo, prior_part, probability_part
 from service.protocol.limits import ReasoningTokens, Samples
 from service.scoring.decisions import Block, QuestionSpec
 
@@ -351,14 +351,12 @@ class DecisionRequest(BudgetOptions):
     @property
     def prior_id(self) -> str | None:
         """``calibration_id`` when it names an MCQ prior (PriDe, contextual), else None."""
-        cid = self.calibration_id
-        return None if cid is None or is_probability_calibration(cid) else cid
+        return prior_part(self.calibration_id)
 
     @property
     def probability_calibration_id(self) -> str | None:
         """``calibration_id`` when it names a probability calibration (or ``"none"``)."""
-        cid = self.calibration_id
-        return cid if is_probability_calibration(cid) else None
+        return probability_part(self.calibration_id)
 
     @property
     def reads(self) -> int:

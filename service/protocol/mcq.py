@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
-from service.protocol.calibrated import CalibrationInfo, is_probability_calibration
+from service.protocol.calibrated import CalibrationInfo, prior_part, probability_part
 from service.protocol.limits import Documents, Text, Texts
 from service.scoring.popprior import LambdaFit
 
@@ -118,14 +118,12 @@ class MCQOptions(BudgetOptions):
     @property
     def prior_id(self) -> str | None:
         """``calibration_id`` when it names a debiasing calibration, else None."""
-        cid = self.calibration_id
-        return None if cid is None or is_probability_calibration(cid) else cid
+        return prior_part(self.calibration_id)
 
     @property
     def probability_calibration_id(self) -> str | None:
         """``calibration_id`` when it names a probability calibration (or ``"none"``)."""
-        cid = self.calibration_id
-        return cid if is_probability_calibration(cid) else None
+        return probability_part(self.calibration_id)
 
 
 class MCQAnswerRequest(MCQItem, MCQOptions):
