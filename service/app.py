@@ -37,6 +37,7 @@ from service.api.routes import (
     rerank,
     results,
     reward,
+    rewards,
     score,
     split,
 )
@@ -388,6 +389,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(mcq.router)
     app.include_router(calibrations.router)
     app.include_router(reward.router)
+    app.include_router(rewards.router)
     app.include_router(pooling.router)
     app.include_router(decisions.router)
     _state_limits_in_schema(app, settings)

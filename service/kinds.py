@@ -26,6 +26,7 @@ JobKind = Literal[
     "pooling",
     "decision",
     "compare",
+    "rewards",
 ]
 
 JOB_KINDS: Final[tuple[JobKind, ...]] = get_args(JobKind)

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import inf
 from typing import Annotated
 
 from fastapi import Depends, Request, Response
@@ -127,12 +128,20 @@ class JobCall:
         """Refuse a request over a limit (413 or 422) before anything is planned or queued."""
         enforce(req, self.state.settings.limits)
 
-    async def run(self, kind: JobKind, req: BaseModel, *, endpoint: str | None = None) -> Metered:
+    async def run(
+        self,
+        kind: JobKind,
+        req: BaseModel,
+        *,
+        endpoint: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Metered:
         """Check limits, plan, reserve quota, submit, wait, settle, record; the response carries
         budget info.
 
         ``endpoint`` is the metric label; the route's template unless given (aliases of one
-        endpoint share one label).
+        endpoint share one label). ``timeout_s`` shortens the job's deadline below the request
+        timeout (a job not answered by then is a ``DeadlineExceeded``).
         """
         self.admit(req)
         state, request, response = self.state, self.request, self.response
@@ -149,7 +158,7 @@ class JobCall:
             id=new_job_id(),
             kind=kind,
             payload=plan.request.model_dump(mode="json"),
-            deadline=time.time() + state.settings.limits.request_timeout_s,
+            deadline=time.time() + min(state.settings.limits.request_timeout_s, timeout_s or inf),
             tenant=tenant,
             est_tokens=estimate,
         )

@@ -51,6 +51,8 @@ from service.protocol.pooling import (
     PoolingResponse,
 )
 from service.protocol.reward import RewardRequest, RewardResponse
+from service.protocol.reward_results import RewardsResponse
+from service.protocol.rewards import RewardsRequest
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ JOBS: Final[Mapping[JobKind, JobSpec]] = for_every_kind(
             JobSpec("pooling", PoolingRequest, PoolingResponse),
             JobSpec("decision", DecisionRequest, DecisionResponse),
             JobSpec("compare", CompareRequest, CompareResponse),
+            JobSpec("rewards", RewardsRequest, RewardsResponse),
         )
     },
     "job spec",

@@ -95,6 +95,10 @@ def _nested(path: str, value: object) -> Iterator[Bounded]:
         for i, item in enumerate(value):
             if isinstance(item, BaseModel):
                 yield from bounded(item, f"{path}[{i}].")
+    elif isinstance(value, dict):  # named models (a reward item's components)
+        for key, item in value.items():
+            if isinstance(item, BaseModel):
+                yield from bounded(item, f"{path}.{key}.")
 
 
 def bounded(req: BaseModel, prefix: str = "") -> Iterator[Bounded]:

@@ -30,3 +30,8 @@ async def tenant_calibration(
     if calibration_id is None:
         return None
     return await fitting(store, current_tenant.get(), calibration_id, method, ks, model)
+
+
+# When the running job arrived (its ``enqueued_at``, unix time): a request's deadline counts
+# from there, so time spent queued is spent from it. Unset outside a job: counted from now.
+job_arrival: ContextVar[float | None] = ContextVar("job_arrival", default=None)

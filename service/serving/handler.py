@@ -21,7 +21,7 @@ from service.ops.telemetry import Metrics
 from service.protocol.base import Metered
 from service.protocol.jobs import JOBS, for_every_kind
 from service.queue.base import Job, JobResult
-from service.serving.context import current_tenant
+from service.serving.context import current_tenant, job_arrival
 from service.serving.services import Services
 
 # How a kind's request runs; the request is the kind's JobSpec.request, validated.
@@ -45,6 +45,7 @@ RUNS: Final[Mapping[JobKind, Run]] = for_every_kind(
         "pooling": lambda s, r: s.pooling.pooling(r),
         "decision": lambda s, r: s.decisions.decide(r),
         "compare": lambda s, r: s.compare.compare(r),
+        "rewards": lambda s, r: s.rewards.rewards(r),
     },
     "handler",
 )
@@ -68,6 +69,7 @@ class JobRunner:
             self._metrics.queue_wait.observe(max(0.0, time.time() - job.enqueued_at))
         # Cached judgments and calibrations are scoped by tenant (each job has its own task).
         current_tenant.set(job.tenant)
+        job_arrival.set(job.enqueued_at)
         try:
             req = JOBS[job.kind].request.model_validate(job.payload)
         except ValidationError as exc:

@@ -24,6 +24,7 @@ from service.serving.pooling import PoolingServing
 from service.serving.popmcq import PopMCQServing
 from service.serving.process import ProcessServing, SplitServing
 from service.serving.reward import RewardServing
+from service.serving.rewards import RewardsServing
 from service.serving.rules import RuleVerifier
 from service.serving.score import ScoreServing
 from service.stores.calibrations import CalibrationStore, MemoryCalibrations
@@ -42,6 +43,7 @@ class Services:
     audit: AuditServing
     popmcq: PopMCQServing
     reward: RewardServing
+    rewards: RewardsServing
     pooling: PoolingServing
     rules: RuleVerifier
     decisions: DecisionServing
@@ -70,7 +72,8 @@ class Services:
         split = SplitServing(engine)
         outcome: OutcomeServing
         process: ProcessServing
-        if engine.model_info().kind == "generative":
+        generative = engine.model_info().kind == "generative"
+        if generative:
             outcome = OutcomeServing(engine, model_name, verifier)
             process = ProcessServing(engine, split, model_name)
         else:
@@ -83,7 +86,7 @@ class Services:
         score = ScoreServing(outcome, process, model_name, compare, tie_tolerance)
         mcq = MCQServing(engine, model_name, mcq_calibrations)
         decisions = DecisionServing(engine, model_name, mcq_calibrations)
-        rewards = RewardServing(outcome, engine.tokenizer, reward or RewardSettings(), compare)
+        reward_cfg = reward or RewardSettings()
         return cls(
             engine=engine,
             audit=AuditServing(engine, model_name),
@@ -93,7 +96,8 @@ class Services:
             process=process,
             score=score,
             mcq=mcq,
-            reward=rewards,
+            reward=RewardServing(outcome, engine.tokenizer, reward_cfg, compare),
+            rewards=RewardsServing(outcome, decisions, reward_cfg, model_name, generative),
             pooling=PoolingServing(engine, model_name),
             rules=verifier,
             decisions=decisions,

@@ -75,6 +75,33 @@ REQUESTS: dict[JobKind, dict[str, Any]] = {
         "samples": 1,
     },
     "compare": {"question": Q, "responses": [A, "18"], "reasoning_tokens": 64, **REF},
+    "rewards": {
+        "items": [
+            {
+                "prompt": Q,
+                "response": A,
+                "components": {
+                    "m": {
+                        "type": "math",
+                        "reference": "18",
+                        "mode": "reasoning",
+                        "reasoning_tokens": 64,
+                        "samples": 1,
+                    },
+                    # (options would have to match a grown answer: tests/unit/test_rewards.py)
+                    "c": {"type": "choice", "answer": "eighteen"},
+                    "r": {
+                        "type": "rubric",
+                        "criteria": [{"text": "Shows the computation."}],
+                        "reference": "18",
+                        "mode": "reasoning",
+                    },
+                },
+            }
+        ],
+        "mode": "reasoning",
+        "reasoning_tokens": 64,
+    },
 }
 
 # What each kind bounds: a field lost from a model shows up here.
@@ -95,6 +122,7 @@ KINDS: dict[JobKind, set[LimitKind]] = {
     "pooling": {"text"},  # a chat is one input
     "decision": {"text", "samples", "reasoning_tokens"},
     "compare": {"text", "reference", "documents", "samples", "reasoning_tokens"},
+    "rewards": {"text", "reference", "documents", "samples", "reasoning_tokens"},
 }
 
 # Small limits, so that over each one is cheap; the defaults of every request are within them.

@@ -372,6 +372,57 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
             "verifier": "model",
         },
     ],
+    "rewards": [
+        {
+            "items": [
+                {"prompt": Q, "response": RESPONSE, "verifier": {"type": "model"}},
+                {
+                    "prompt": Q,
+                    "response": RESPONSE,
+                    "verifier": {"type": "math", "reference": "72"},
+                },
+                {
+                    "prompt": Q,
+                    "response": "ANSWER: B",
+                    "verifier": {"type": "choice", "answer": "B"},
+                },
+                {
+                    "prompt": Q,
+                    "response": RESPONSE,
+                    "components": {
+                        "right": {"type": "string", "operation": "contains", "reference": "18"},
+                        "judged": {"type": "model", "criteria": REFERENCE["criteria"]},
+                        "rubric": {
+                            "type": "rubric",
+                            "criteria": [
+                                {"text": "Shows the computation."},
+                                {"text": "Contradicts itself.", "weight": -2},
+                            ],
+                            "reference": "18",
+                        },
+                    },
+                    "formula": "0.5 * right + 0.25 * judged + 0.25 * rubric",
+                },
+            ]
+        },
+        {
+            "items": [
+                {
+                    "prompt": Q,
+                    "response": RESPONSE,
+                    "verifier": {
+                        "type": "rubric",
+                        "criteria": [{"text": "Shows the computation."}],
+                        "mode": "reasoning",
+                        "reasoning_tokens": 30,
+                    },
+                },
+                {"prompt": Q, "response": RESPONSE, "verifier": {"type": "model"}},
+            ],
+            "mode": "reasoning",
+            "reasoning_tokens": 30,
+        },
+    ],
     "decision": [
         {
             "model": "m",

@@ -37,6 +37,14 @@ from service.protocol.mcq import (
 )
 from service.protocol.pooling import ClassifyRequest, PoolingRequest
 from service.protocol.reward import RewardRequest
+from service.protocol.rewards import (
+    MathSpec,
+    ModelSpec,
+    RewardModelSpec,
+    RewardsRequest,
+    RubricSpec,
+    rubric_decision,
+)
 from service.scoring import splitting
 from service.scoring.compare import read_orders
 from service.scoring.decisions import THOUGHT_TAIL, QuestionSpec, content_free
@@ -349,6 +357,33 @@ def _reward_request(req: RewardRequest) -> Estimate:
     )
 
 
+def _rewards(req: RewardsRequest) -> Estimate:
+    """Per item and spec: a model read (math's fallback counted as a bound), a rubric's
+    decision, a reward model's one pooling read; rule, string and choice checks cost nothing.
+    An unset mode counts as direct (as for /get_reward)."""
+    total = ZERO
+    for item in req.items:
+        text = estimate_text_tokens(item.prompt) + estimate_text_tokens(item.response)
+        for spec in item.specs().values():
+            if isinstance(spec, RewardModelSpec):
+                total += Estimate.of(text + POOLING_CHAT_OVERHEAD, 0, 1)
+                continue
+            if not isinstance(spec, MathSpec | ModelSpec | RubricSpec):
+                continue
+            mode = spec.mode or req.mode or "direct"
+            j = _Judging(mode, spec.samples, spec.reasoning_tokens or req.reasoning_tokens or 256)
+            if isinstance(spec, RubricSpec):
+                total += _decision(
+                    rubric_decision(spec, item.prompt, item.response, mode, j.reasoning_tokens)
+                )
+            elif not isinstance(spec, MathSpec) or spec.model_fallback:
+                criteria = spec.criteria if isinstance(spec, ModelSpec) else None
+                total += _judgment(
+                    OUTCOME_OVERHEAD + text + _reference(spec.reference, criteria), j
+                )
+    return total
+
+
 def _reward_comparisons(req: RewardRequest, j: _Judging) -> Estimate:
     """method='compare': the queries grouped by their prompt (when sent; else by the text
     before the separator, when sent; else each alone, a bound the recorded usage settles),
@@ -475,6 +510,7 @@ ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
         "pooling": _pooling_request,
         "decision": _decision,
         "compare": _compare,
+        "rewards": _rewards,
     },
     "estimator",
 )
