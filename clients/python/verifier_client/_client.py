@@ -162,6 +162,19 @@ class Client:
         bias removed; rewards, ranking and the preference matrix."""
         return self._must(b.COMPARE, request, fields, idempotency_key=idempotency_key)
 
+    def rewards(
+        self,
+        request: m.RewardsRequest | None = None,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.RewardsResponse:
+        """POST /v1/rewards: a mixed RL batch, each item verified by its own spec (math, choice,
+        string, model, rubric, reward_model) or named components; with deadline_s, answered
+        on time with what was not decided flagged."""
+        return self._must(b.REWARDS, request, fields, idempotency_key=idempotency_key)
+
     def decide(
         self,
         request: m.DecisionRequest | None = None,
@@ -423,6 +436,19 @@ class AsyncClient:
         """POST /v1/judge/compare: responses compared together (pairwise or listwise), position
         bias removed; rewards, ranking and the preference matrix."""
         return await self._must(b.COMPARE, request, fields, idempotency_key=idempotency_key)
+
+    async def rewards(
+        self,
+        request: m.RewardsRequest | None = None,
+        /,
+        *,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.RewardsResponse:
+        """POST /v1/rewards: a mixed RL batch, each item verified by its own spec (math, choice,
+        string, model, rubric, reward_model) or named components; with deadline_s, answered
+        on time with what was not decided flagged."""
+        return await self._must(b.REWARDS, request, fields, idempotency_key=idempotency_key)
 
     async def decide(
         self,

@@ -173,6 +173,27 @@ class ChoiceProbability(BaseModel):
     value: Annotated[str | bool, Field(title="Value")]
 
 
+class ChoiceSpec(BaseModel):
+    """
+    Multiple choice: the gold letter against the letter the response ends on (its last
+    ``ANSWER: X`` line, a response that is only a letter, or "the answer is (X)").
+    """
+
+    answer: Annotated[str, Field(title="Answer")]
+    """
+    The gold letter, or the gold option's text (then send `options`, or the response's final answer text is compared with it).
+    """
+    options: Annotated[list[str] | None, Field(title="Options")] = None
+    """
+    The options in letter order, to map gold text to a letter.
+    """
+    type: Annotated[Literal["choice"], Field(title="Type")]
+    weight: Annotated[float, Field(title="Weight")] = 1.0
+    """
+    As a component without a formula: its weight in the item's reward (Σ weight·value / Σ positive weights). Not allowed with a formula.
+    """
+
+
 class ClassificationData(BaseModel):
     index: Annotated[int, Field(title="Index")]
     label: Annotated[str | None, Field(title="Label")]
@@ -216,6 +237,22 @@ class ClassifyRequest(BaseModel):
     Unset or true: probabilities (sigmoid for one class, softmax otherwise); false: raw logits, as verl and AReaL ask.
     """
     user: Annotated[str | None, Field(title="User")] = None
+
+
+Type3 = TypeAliasType("Type3", Annotated[Literal["code"], Field(title="Type")])
+
+
+class CodeSpec(BaseModel):
+    """
+    Accepted by name so that it is refused with its reason, never misread.
+    """
+
+    tests: Annotated[Any | None, Field(title="Tests")] = None
+    type: Annotated[Literal["code"], Field(title="Type")]
+    weight: Annotated[float, Field(title="Weight")] = 1.0
+    """
+    As a component without a formula: its weight in the item's reward (Σ weight·value / Σ positive weights). Not allowed with a formula.
+    """
 
 
 class CompareExample(BaseModel):
@@ -452,7 +489,18 @@ class CompareSummary(BaseModel):
     """
 
 
-Type2 = TypeAliasType("Type2", Annotated[Literal["custom_tool_call"], Field(title="Type")])
+class CriterionResult(BaseModel):
+    holds: Annotated[bool, Field(title="Holds")]
+    """
+    P(yes) >= 0.5 for a positive weight; P(yes) < 0.5 for a penalty.
+    """
+    probability: Annotated[float, Field(title="Probability")]
+    """
+    P(yes) that the criterion holds.
+    """
+
+
+Type4 = TypeAliasType("Type4", Annotated[Literal["custom_tool_call"], Field(title="Type")])
 
 
 class CustomToolCall(BaseModel):
@@ -467,7 +515,7 @@ class CustomToolCall(BaseModel):
     type: Annotated[Literal["custom_tool_call"], Field(title="Type")]
 
 
-Type3 = TypeAliasType("Type3", Annotated[Literal["custom_tool_call_output"], Field(title="Type")])
+Type5 = TypeAliasType("Type5", Annotated[Literal["custom_tool_call_output"], Field(title="Type")])
 
 
 class DebiasInfo(BaseModel):
@@ -520,7 +568,7 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
-Type5 = TypeAliasType("Type5", Annotated[Literal["function_call"], Field(title="Type")])
+Type7 = TypeAliasType("Type7", Annotated[Literal["function_call"], Field(title="Type")])
 
 
 class FunctionCall(BaseModel):
@@ -535,10 +583,10 @@ class FunctionCall(BaseModel):
     type: Annotated[Literal["function_call"], Field(title="Type")]
 
 
-Type6 = TypeAliasType("Type6", Annotated[Literal["function_call_output"], Field(title="Type")])
+Type8 = TypeAliasType("Type8", Annotated[Literal["function_call_output"], Field(title="Type")])
 
 
-Type7 = TypeAliasType("Type7", Annotated[Literal["input_image"], Field(title="Type")])
+Type9 = TypeAliasType("Type9", Annotated[Literal["input_image"], Field(title="Type")])
 
 
 class InputImage(BaseModel):
@@ -554,7 +602,7 @@ class InputImage(BaseModel):
     type: Annotated[Literal["input_image"], Field(title="Type")]
 
 
-Type8 = TypeAliasType("Type8", Annotated[Literal["input_json"], Field(title="Type")])
+Type10 = TypeAliasType("Type10", Annotated[Literal["input_json"], Field(title="Type")])
 
 
 class InputJSON(BaseModel):
@@ -566,7 +614,7 @@ class InputJSON(BaseModel):
     type: Annotated[Literal["input_json"], Field(title="Type")]
 
 
-Type9 = TypeAliasType("Type9", Annotated[Literal["input_text"], Field(title="Type")])
+Type11 = TypeAliasType("Type11", Annotated[Literal["input_text"], Field(title="Type")])
 
 
 class InputText(BaseModel):
@@ -693,7 +741,63 @@ class MCQItem(BaseModel):
     question: Annotated[str, Field(title="Question")]
 
 
-Type10 = TypeAliasType("Type10", Annotated[Literal["message"], Field(title="Type")])
+ReasoningTokens5 = TypeAliasType(
+    "ReasoningTokens5", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+)
+"""
+Default: the request's reasoning_tokens.
+"""
+
+
+Temperature6 = TypeAliasType(
+    "Temperature6", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Rationale temperature; default 0 for one sample, 0.7 for several.
+"""
+
+
+Type12 = TypeAliasType("Type12", Annotated[Literal["math"], Field(title="Type")])
+
+
+class MathSpec(BaseModel):
+    """
+    The response's final answer against ``reference`` by rule (math-verify), the model
+    where the rule cannot decide (docs/methods.md E).
+    """
+
+    mode: Annotated[Literal["direct", "reasoning"] | None, Field(title="Mode")] = None
+    """
+    Default: the request's mode.
+    """
+    model_fallback: Annotated[bool, Field(title="Model Fallback")] = True
+    """
+    false: rule only (an undecided check is 0, reason given), no engine call.
+    """
+    reasoning_tokens: Annotated[ReasoningTokens5 | None, Field(title="Reasoning Tokens")] = None
+    """
+    Default: the request's reasoning_tokens.
+    """
+    reference: Annotated[str, Field(title="Reference")]
+    """
+    The gold answer, or a reference solution (its final answer is compared).
+    """
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Sampled rationales, probabilities averaged (needs mode 'reasoning' here).
+    """
+    temperature: Annotated[Temperature6 | None, Field(title="Temperature")] = None
+    """
+    Rationale temperature; default 0 for one sample, 0.7 for several.
+    """
+    type: Annotated[Literal["math"], Field(title="Type")]
+    weight: Annotated[float, Field(title="Weight")] = 1.0
+    """
+    As a component without a formula: its weight in the item's reward (Σ weight·value / Σ positive weights). Not allowed with a formula.
+    """
+
+
+Type13 = TypeAliasType("Type13", Annotated[Literal["message"], Field(title="Type")])
 
 
 Object2 = TypeAliasType("Object2", Annotated[Literal["model"], Field(title="Object")])
@@ -737,6 +841,56 @@ class ModelList(BaseModel):
     object: Annotated[Literal["list"], Field(title="Object")] = "list"
 
 
+ReasoningTokens7 = TypeAliasType(
+    "ReasoningTokens7", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+)
+"""
+Default: the request's reasoning_tokens.
+"""
+
+
+Temperature8 = TypeAliasType(
+    "Temperature8", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Rationale temperature; default 0 for one sample, 0.7 for several.
+"""
+
+
+Type14 = TypeAliasType("Type14", Annotated[Literal["model"], Field(title="Type")])
+
+
+class ModelSpec(BaseModel):
+    """
+    The served judge's P(correct) (an outcome judgment), with optional criteria and
+    reference in its prompt.
+    """
+
+    criteria: Annotated[str | None, Field(title="Criteria")] = None
+    mode: Annotated[Literal["direct", "reasoning"] | None, Field(title="Mode")] = None
+    """
+    Default: the request's mode.
+    """
+    reasoning_tokens: Annotated[ReasoningTokens7 | None, Field(title="Reasoning Tokens")] = None
+    """
+    Default: the request's reasoning_tokens.
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Sampled rationales, probabilities averaged (needs mode 'reasoning' here).
+    """
+    temperature: Annotated[Temperature8 | None, Field(title="Temperature")] = None
+    """
+    Rationale temperature; default 0 for one sample, 0.7 for several.
+    """
+    type: Annotated[Literal["model"], Field(title="Type")]
+    weight: Annotated[float, Field(title="Weight")] = 1.0
+    """
+    As a component without a formula: its weight in the item's reward (Σ weight·value / Σ positive weights). Not allowed with a formula.
+    """
+
+
 class OutcomeExample(BaseModel):
     """
     One labelled judgment: the request an outcome call would send, and whether the response
@@ -773,8 +927,8 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature6 = TypeAliasType(
-    "Temperature6", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature10 = TypeAliasType(
+    "Temperature10", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -835,7 +989,7 @@ class OutcomeRequest(BaseModel):
     """
     Base seed; sample i uses seed + i.
     """
-    temperature: Annotated[Temperature6 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature10 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -845,7 +999,7 @@ class OutcomeRequest(BaseModel):
     """
 
 
-Type11 = TypeAliasType("Type11", Annotated[Literal["output_text"], Field(title="Type")])
+Type15 = TypeAliasType("Type15", Annotated[Literal["output_text"], Field(title="Type")])
 
 
 class OutputText(BaseModel):
@@ -990,7 +1144,7 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Type12 = TypeAliasType("Type12", Annotated[Literal["predicate"], Field(title="Type")])
+Type16 = TypeAliasType("Type16", Annotated[Literal["predicate"], Field(title="Type")])
 
 
 class PredicateAnswer(BaseModel):
@@ -1064,8 +1218,8 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature8 = TypeAliasType(
-    "Temperature8", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature12 = TypeAliasType(
+    "Temperature12", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -1135,7 +1289,7 @@ class ProcessRequest(BaseModel):
     How `response` is split.
     """
     steps: Annotated[list[str] | None, Field(title="Steps")] = None
-    temperature: Annotated[Temperature8 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature12 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -1182,7 +1336,7 @@ class ReasoningEffect(BaseModel):
     significant: Annotated[bool, Field(title="Significant")]
 
 
-Type14 = TypeAliasType("Type14", Annotated[Literal["refusal"], Field(title="Type")])
+Type18 = TypeAliasType("Type18", Annotated[Literal["refusal"], Field(title="Type")])
 
 
 class RefusalAnswer(BaseModel):
@@ -1238,8 +1392,8 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature10 = TypeAliasType(
-    "Temperature10", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature14 = TypeAliasType(
+    "Temperature14", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -1317,7 +1471,7 @@ class RerankRequest(BaseModel):
     """
     How `response` is split.
     """
-    temperature: Annotated[Temperature10 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature14 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -1332,8 +1486,23 @@ class RerankRequest(BaseModel):
     """
 
 
-ReasoningTokens12 = TypeAliasType(
-    "ReasoningTokens12", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+Type20 = TypeAliasType("Type20", Annotated[Literal["reward_model"], Field(title="Type")])
+
+
+class RewardModelSpec(BaseModel):
+    """
+    The served reward model's score (a sequence RM or PRM on vLLM's pooling runner).
+    """
+
+    type: Annotated[Literal["reward_model"], Field(title="Type")]
+    weight: Annotated[float, Field(title="Weight")] = 1.0
+    """
+    As a component without a formula: its weight in the item's reward (Σ weight·value / Σ positive weights). Not allowed with a formula.
+    """
+
+
+ReasoningTokens16 = TypeAliasType(
+    "ReasoningTokens16", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
 )
 """
 Default VERIFIER_REWARD__REASONING_TOKENS.
@@ -1378,7 +1547,7 @@ class RewardRequest(BaseModel):
     """
     Prompt + response, decoded.
     """
-    reasoning_tokens: Annotated[ReasoningTokens12 | None, Field(title="Reasoning Tokens")] = None
+    reasoning_tokens: Annotated[ReasoningTokens16 | None, Field(title="Reasoning Tokens")] = None
     """
     Default VERIFIER_REWARD__REASONING_TOKENS.
     """
@@ -1389,6 +1558,100 @@ class RewardRequest(BaseModel):
     verifier: Annotated[Literal["model", "rule", "hybrid"] | None, Field(title="Verifier")] = None
     """
     model | rule | hybrid for every query; default: hybrid for a query with a reference, model without. rule needs every query's label.
+    """
+
+
+DeadlineS1 = TypeAliasType("DeadlineS1", Annotated[float, Field(gt=0.0, title="Deadline S")])
+"""
+Answer within this many seconds of arrival: what is not decided by then gets `fallback_reward` and `timed_out: true`, and its work is cancelled. Unset: wait for every item (up to VERIFIER_LIMITS__REQUEST_TIMEOUT_S).
+"""
+
+
+ReasoningTokens18 = TypeAliasType(
+    "ReasoningTokens18", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+)
+"""
+Default VERIFIER_REWARD__REASONING_TOKENS.
+"""
+
+
+Object9 = TypeAliasType("Object9", Annotated[Literal["list"], Field(title="Object")])
+
+
+class RubricCriterion(BaseModel):
+    required: Annotated[bool, Field(title="Required")] = False
+    """
+    The reward is 0 when this criterion does not hold.
+    """
+    text: Annotated[str, Field(title="Text")]
+    """
+    A statement about the response, read as a yes/no question.
+    """
+    weight: Annotated[float, Field(title="Weight")] = 1.0
+    """
+    Its weight; negative for a fault (e.g. -2 for 'contradicts the reference'), which costs reward when present.
+    """
+
+
+ReasoningTokens20 = TypeAliasType(
+    "ReasoningTokens20", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
+)
+"""
+Default: the request's reasoning_tokens.
+"""
+
+
+Temperature16 = TypeAliasType(
+    "Temperature16", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+)
+"""
+Rationale temperature; default 0 for one sample, 0.7 for several.
+"""
+
+
+Type21 = TypeAliasType("Type21", Annotated[Literal["rubric"], Field(title="Type")])
+
+
+class RubricSpec(BaseModel):
+    """
+    Weighted criteria, each read as P(yes) over one shared prefill of the prompt, the
+    response and the reference (docs/methods.md K.3).
+    """
+
+    aggregation: Annotated[
+        Literal["weighted", "all_required", "min"], Field(title="Aggregation")
+    ] = "weighted"
+    """
+    weighted: Σ weight·P(yes) / Σ positive weights, clipped to [0, 1]; all_required: 1 when every required criterion holds (every criterion when none is marked), else 0; min: the least satisfied criterion. A required criterion that does not hold makes any of them 0.
+    """
+    criteria: Annotated[list[RubricCriterion], Field(title="Criteria")]
+    """
+    1 to 64 criteria.
+    """
+    mode: Annotated[Literal["direct", "reasoning"] | None, Field(title="Mode")] = None
+    """
+    Default: the request's mode.
+    """
+    reasoning_tokens: Annotated[ReasoningTokens20 | None, Field(title="Reasoning Tokens")] = None
+    """
+    Default: the request's reasoning_tokens.
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    """
+    Shown to the judge with the response.
+    """
+    samples: Annotated[int, Field(ge=1, title="Samples")] = 1
+    """
+    Sampled rationales, probabilities averaged (needs mode 'reasoning' here).
+    """
+    temperature: Annotated[Temperature16 | None, Field(title="Temperature")] = None
+    """
+    Rationale temperature; default 0 for one sample, 0.7 for several.
+    """
+    type: Annotated[Literal["rubric"], Field(title="Type")]
+    weight: Annotated[float, Field(title="Weight")] = 1.0
+    """
+    As a component without a formula: its weight in the item's reward (Σ weight·value / Σ positive weights). Not allowed with a formula.
     """
 
 
@@ -1434,7 +1697,7 @@ class SampleJudgment(BaseModel):
     score: Annotated[float, Field(title="Score")]
 
 
-Type16 = TypeAliasType("Type16", Annotated[Literal["score"], Field(title="Type")])
+Type22 = TypeAliasType("Type22", Annotated[Literal["score"], Field(title="Type")])
 
 
 class ScoreLevel(BaseModel):
@@ -1476,8 +1739,8 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
-Temperature12 = TypeAliasType(
-    "Temperature12", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
+Temperature18 = TypeAliasType(
+    "Temperature18", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
 """
 Rationale sampling temperature; default 0 for one sample, 0.7 for several.
@@ -1553,7 +1816,7 @@ class ScoreRequest(BaseModel):
     """
     How `response` is split.
     """
-    temperature: Annotated[Temperature12 | None, Field(title="Temperature")] = None
+    temperature: Annotated[Temperature18 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
@@ -1636,6 +1899,41 @@ class StrategyTag(BaseModel):
     evidence: Annotated[str | None, Field(title="Evidence")] = None
     prob: Annotated[float, Field(title="Prob")]
     value: Annotated[bool, Field(title="Value")]
+
+
+Type24 = TypeAliasType("Type24", Annotated[Literal["string"], Field(title="Type")])
+
+
+class StringSpec(BaseModel):
+    """
+    A string check with OpenAI's ``string_check`` semantics (plus ``contains`` and
+    ``regex``); 1 or 0.
+    """
+
+    input: Annotated[Literal["response", "answer"], Field(title="Input")] = "response"
+    """
+    response: the whole response, stripped; answer: its final answer as the rule verifier extracts it (\\boxed{}, ####, ANSWER:, ...; '' when none).
+    """
+    operation: Annotated[
+        Literal["eq", "ne", "like", "contains", "ilike", "regex"],
+        Field(title="Operation"),
+    ]
+    """
+    eq / ne: the text equals / differs from reference; like (= contains): reference is a substring; ilike: a substring ignoring case; regex: `pattern` matches somewhere in the text.
+    """
+    pattern: Annotated[str | None, Field(title="Pattern")] = None
+    """
+    For regex (Python syntax, the `regex` module), run with a time bound.
+    """
+    reference: Annotated[str | None, Field(title="Reference")] = None
+    """
+    For eq, ne, like, contains, ilike.
+    """
+    type: Annotated[Literal["string"], Field(title="Type")]
+    weight: Annotated[float, Field(title="Weight")] = 1.0
+    """
+    As a component without a formula: its weight in the item's reward (Σ weight·value / Σ positive weights). Not allowed with a formula.
+    """
 
 
 class TaggingSummary(BaseModel):
@@ -1826,6 +2124,54 @@ class CalibrationResponse(BaseModel):
     name: Annotated[str, Field(title="Name")] = ""
     params: Annotated[dict[str, Any], Field(title="Params")]
     usage: Usage
+
+
+class CheckResult(BaseModel):
+    """
+    One spec's result.
+    """
+
+    criteria: Annotated[list[CriterionResult] | None, Field(title="Criteria")] = None
+    """
+    A rubric's criteria, in order.
+    """
+    decided_by: Annotated[
+        Literal[
+            "rule",
+            "model",
+            "match",
+            "rubric",
+            "reward_model",
+            "weighted",
+            "formula",
+            "fallback",
+        ],
+        Field(title="Decided By"),
+    ]
+    """
+    rule: math-verify decided; model: the judge's P(correct); match: a string or choice check; rubric: the criteria's aggregate; reward_model: the served RM; weighted / formula: the components combined; fallback: timed out or failed.
+    """
+    extracted: Annotated[str | None, Field(title="Extracted")] = None
+    """
+    What a rule, string or choice check read from the response.
+    """
+    failed: Annotated[str | None, Field(title="Failed")] = None
+    """
+    Why it could not be decided (an engine error, a formula that divided by zero, a pattern over its time bound).
+    """
+    reason: Annotated[str | None, Field(title="Reason")] = None
+    """
+    Why a rule check decided as it did (e.g. no_answer).
+    """
+    reward: Annotated[float, Field(title="Reward")]
+    score: Annotated[float | None, Field(title="Score")] = None
+    """
+    The judge's raw P(correct), where a model read decided.
+    """
+    timed_out: Annotated[bool, Field(title="Timed Out")] = False
+    """
+    Not decided by deadline_s.
+    """
 
 
 class ChoiceAnswer(BaseModel):
@@ -2249,6 +2595,60 @@ class RerankResult(BaseModel):
     rule: RuleInfo | None = None
 
 
+class RewardItem(BaseModel):
+    """
+    One sample: its prompt and response, and how to verify it.
+    """
+
+    components: Annotated[
+        dict[
+            str,
+            MathSpec
+            | ChoiceSpec
+            | StringSpec
+            | ModelSpec
+            | RubricSpec
+            | CodeSpec
+            | RewardModelSpec,
+        ]
+        | None,
+        Field(title="Components"),
+    ] = None
+    """
+    1-16 named specs (names are identifiers); the reward is their weighted mean, or `formula`'s value.
+    """
+    formula: Annotated[str | None, Field(title="Formula")] = None
+    """
+    With components: an expression over their names, e.g. '0.8 * correct + 0.2 * format'; + - * / ** ^ (a power), parentheses, and min, max, abs, clip, floor, ceil, exp, sqrt, log. Nothing else is allowed.
+    """
+    id: Annotated[str | None, Field(title="Id")] = None
+    """
+    Echoed in its result.
+    """
+    prompt: Annotated[str, Field(title="Prompt")]
+    """
+    The task the response answers.
+    """
+    response: Annotated[str, Field(title="Response")]
+    """
+    The response under verification (an empty one gets 0 from a model read).
+    """
+    verifier: Annotated[
+        MathSpec
+        | ChoiceSpec
+        | StringSpec
+        | ModelSpec
+        | RubricSpec
+        | CodeSpec
+        | RewardModelSpec
+        | None,
+        Field(title="Verifier"),
+    ] = None
+    """
+    One spec for the whole reward; or send `components`.
+    """
+
+
 class RewardResponse(BaseModel):
     calibration: CalibrationInfo | None = None
     """
@@ -2267,6 +2667,113 @@ class RewardResponse(BaseModel):
     P(correct) in [0, 1].
     """
     usage: Usage | None = None
+
+
+class RewardResult(BaseModel):
+    """
+    One item's result: ``reward`` is what a trainer uses; with components, each one's value
+    and details too.
+    """
+
+    components: Annotated[dict[str, CheckResult] | None, Field(title="Components")] = None
+    criteria: Annotated[list[CriterionResult] | None, Field(title="Criteria")] = None
+    """
+    A rubric's criteria, in order.
+    """
+    decided_by: Annotated[
+        Literal[
+            "rule",
+            "model",
+            "match",
+            "rubric",
+            "reward_model",
+            "weighted",
+            "formula",
+            "fallback",
+        ],
+        Field(title="Decided By"),
+    ]
+    """
+    rule: math-verify decided; model: the judge's P(correct); match: a string or choice check; rubric: the criteria's aggregate; reward_model: the served RM; weighted / formula: the components combined; fallback: timed out or failed.
+    """
+    extracted: Annotated[str | None, Field(title="Extracted")] = None
+    """
+    What a rule, string or choice check read from the response.
+    """
+    failed: Annotated[str | None, Field(title="Failed")] = None
+    """
+    Why it could not be decided (an engine error, a formula that divided by zero, a pattern over its time bound).
+    """
+    id: Annotated[str | None, Field(title="Id")] = None
+    index: Annotated[int, Field(title="Index")]
+    reason: Annotated[str | None, Field(title="Reason")] = None
+    """
+    Why a rule check decided as it did (e.g. no_answer).
+    """
+    reward: Annotated[float, Field(title="Reward")]
+    reward_components: Annotated[dict[str, float] | None, Field(title="Reward Components")] = None
+    """
+    Each component's value by name (components only); a timed-out or failed component holds fallback_reward.
+    """
+    score: Annotated[float | None, Field(title="Score")] = None
+    """
+    The judge's raw P(correct), where a model read decided.
+    """
+    timed_out: Annotated[bool, Field(title="Timed Out")] = False
+    """
+    Not decided by deadline_s.
+    """
+
+
+class RewardsRequest(BaseModel):
+    """
+    POST /v1/rewards.
+    """
+
+    cache: Annotated[bool, Field(title="Cache")] = True
+    """
+    Answer repeated judgments from the cache.
+    """
+    deadline_s: Annotated[DeadlineS1 | None, Field(title="Deadline S")] = None
+    """
+    Answer within this many seconds of arrival: what is not decided by then gets `fallback_reward` and `timed_out: true`, and its work is cancelled. Unset: wait for every item (up to VERIFIER_LIMITS__REQUEST_TIMEOUT_S).
+    """
+    fallback_reward: Annotated[float, Field(title="Fallback Reward")] = 0.0
+    """
+    The reward of an item that timed out or failed (always flagged).
+    """
+    items: Annotated[list[RewardItem], Field(title="Items")]
+    """
+    The samples, each with its own verifier; results come back in order.
+    """
+    mode: Annotated[Literal["direct", "reasoning"] | None, Field(title="Mode")] = None
+    """
+    How model-read specs judge; default VERIFIER_REWARD__MODE.
+    """
+    model: Annotated[str | None, Field(title="Model")] = None
+    """
+    Accepted; the served model answers.
+    """
+    reasoning_tokens: Annotated[ReasoningTokens18 | None, Field(title="Reasoning Tokens")] = None
+    """
+    Default VERIFIER_REWARD__REASONING_TOKENS.
+    """
+
+
+class RewardsResponse(BaseModel):
+    budget: BudgetInfo | None = None
+    failed: Annotated[int, Field(title="Failed")] = 0
+    """
+    Items that failed.
+    """
+    model: Annotated[str, Field(title="Model")]
+    object: Annotated[Literal["list"], Field(title="Object")] = "list"
+    results: Annotated[list[RewardResult], Field(title="Results")]
+    timed_out: Annotated[int, Field(title="Timed Out")] = 0
+    """
+    Items that timed out.
+    """
+    usage: Usage
 
 
 class ScoreAnswer(BaseModel):
