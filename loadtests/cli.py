@@ -62,6 +62,7 @@ SCRIPTS: Final = (
     "remote_agreement",
     "remote_engine",
     "rewards",
+    "rewards_mixed",
     "schema_fuzz",
 )
 

@@ -24,6 +24,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "load": ["--url", URL],
     "tradeoff": ["--base-url", URL],
     "rewards": ["--url", URL],
+    "rewards-mixed": ["--url", URL],
     "group-calls": ["--url", URL],
     "precision": ["--url", URL],
     "schema-fuzz": ["--url", URL],
