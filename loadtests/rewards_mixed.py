@@ -10,8 +10,9 @@ prefill vs one judgment per criterion, and a deadline met with a hung item.
 2. **Rubric cost.** A 10-criterion rubric over each of N solutions as one rubric item (one
    decision: the shared prefix prefilled once, one short read per criterion), against the same
    10 criteria as 10 `model` items (10 outcome judgments, each reading the whole text with its
-   criterion). Prompt tokens (and the part vLLM's prefix cache served), engine calls and wall
-   time per solution, and the ratios.
+   criterion); the N solutions in one call per arm, as a trainer's batch. Prompt tokens (and
+   the part vLLM's prefix cache served), engine calls and wall time per solution, and the
+   ratios.
 3. **Deadline.** A burst with one hung item (16 sampled rationales of 1024 tokens) and
    `deadline_s`: the call's wall time against the deadline, and which items were real.
 
@@ -180,19 +181,9 @@ def rubric_cost(client: httpx.Client, settings: Settings, n: int, runs: int) -> 
         ]
 
     def one_prefill(k: int) -> list[dict[str, Any]]:
-        return [
-            _post(
-                client,
-                [
-                    {
-                        "prompt": q,
-                        "response": s,
-                        "verifier": {"type": "rubric", "criteria": criteria},
-                    }
-                ],
-            )
-            for q, s in solutions(k)
-        ]
+        rubric = {"type": "rubric", "criteria": criteria}
+        items = [{"prompt": q, "response": s, "verifier": rubric} for q, s in solutions(k)]
+        return [_post(client, items)]
 
     def per_criterion(k: int) -> list[dict[str, Any]]:
         items = [
@@ -200,7 +191,7 @@ def rubric_cost(client: httpx.Client, settings: Settings, n: int, runs: int) -> 
             for q, s in solutions(k)
             for t in RUBRIC_TEN
         ]
-        return [_post(client, items[i : i + len(RUBRIC_TEN)]) for i in range(0, len(items), 10)]
+        return [_post(client, items)]
 
     arms = {"one_prefill": one_prefill, "per_criterion": per_criterion}
     per: dict[str, list[dict[str, float]]] = {name: [] for name in arms}

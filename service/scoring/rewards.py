@@ -91,20 +91,25 @@ def string_input(response: str, source: Literal["response", "answer"]) -> str:
 
 LETTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _ONLY_LETTER = re.compile(r"^\s*\(?([A-Z])\)?[.:]?\s*$", re.IGNORECASE)
+_BOXED_LETTER = re.compile(r"\\boxed\{\s*\(?([A-Z])\)?\s*\}", re.IGNORECASE)
 _ANSWER_IS = re.compile(
     r"\banswer\s+is\s*:?\s*\(?([A-Z])\)?(?![A-Za-z])", re.IGNORECASE | re.MULTILINE
 )
 
 
 def response_letter(response: str) -> str | None:
-    """The letter a response ends on: its last ``ANSWER: X`` line, else a response that is only
-    a letter, else its last "answer is (X)"; upper case, None when it names none.
+    """The letter a response ends on: its last ``ANSWER: X`` line, else its last ``\\boxed{X}``,
+    else a response that is only a letter, else its last "answer is (X)"; upper case, None
+    when it names none.
 
     Example:
         >>> response_letter("B looks wrong.\\nANSWER: c")
         'C'
     """
     found = ANSWER_RE.findall(response)
+    if found:
+        return str(found[-1]).upper()
+    found = _BOXED_LETTER.findall(response)
     if found:
         return str(found[-1]).upper()
     if m := _ONLY_LETTER.match(response):

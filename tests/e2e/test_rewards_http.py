@@ -140,3 +140,63 @@ def test_a_deadline_no_worker_can_meet_is_still_answered(server: Any) -> None:
     )
     (result,) = body["results"]
     assert (result["reward"], result["timed_out"], result["decided_by"]) == (0.0, True, "fallback")
+
+
+def test_slime_and_nemo_gym_shapes_answer_by_each_samples_spec(server: Any) -> None:
+    url = server.url
+    # slime's remote_rm body, one POST per sample
+    slime = [
+        {"prompt": QUESTION, "response": RIGHT, "label": "72"},
+        {"prompt": [{"role": "user", "content": QUESTION}], "response": WRONG, "label": None},
+        {
+            "prompt": QUESTION,
+            "response": RIGHT,
+            "label": {"type": "string", "operation": "contains", "reference": "72"},
+        },
+    ]
+    got = []
+    for body in slime:
+        r = httpx.post(url + "/v1/rewards/slime", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        got.append(r.json())
+    assert [g["decided_by"] for g in got] == ["rule", "model", "match"]
+    assert (got[0]["reward"], got[2]["reward"]) == (1.0, 1.0)
+    assert 0.0 <= got[1]["reward"] <= 1.0
+    r = httpx.post(url + "/v1/rewards/slime?scalar=true", json=slime[0], timeout=120)
+    assert r.json() == 1.0
+
+    # NeMo Gym's /verify: a Responses object, the row's fields echoed, reward_components
+    verify = {
+        "responses_create_params": {"input": [{"role": "user", "content": QUESTION}]},
+        "response": {
+            "id": "resp_1",
+            "created_at": 0.0,
+            "model": "policy",
+            "object": "response",
+            "output": [
+                {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": WRONG, "annotations": []}],
+                }
+            ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        },
+        "components": {
+            "correct": {"type": "math", "reference": "72"},
+            "judged": {"type": "model"},
+        },
+        "formula": "0.9 * correct + 0.1 * judged",
+        "uuid": "row-7",
+    }
+    r = httpx.post(url + "/verify", json=verify, timeout=120)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["uuid"] == "row-7"
+    parts = out["reward_components"]
+    assert parts["correct"] == 0.0
+    assert out["reward"] == pytest.approx(0.9 * parts["correct"] + 0.1 * parts["judged"])

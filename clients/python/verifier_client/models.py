@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypeAliasType
 
 
@@ -888,6 +888,79 @@ class ModelSpec(BaseModel):
     weight: Annotated[float, Field(title="Weight")] = 1.0
     """
     As a component without a formula: its weight in the item's reward (Σ weight·value / Σ positive weights). Not allowed with a formula.
+    """
+
+
+class NemoCreateParams(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    input: Annotated[str | list[dict[str, Any]], Field(title="Input")]
+
+
+class NemoResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    output: Annotated[list[dict[str, Any]] | None, Field(title="Output")] = None
+
+
+class NemoVerifyRequest(BaseModel):
+    """
+    NeMo Gym's ``BaseVerifyRequest`` and the row's task fields (all echoed back).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    components: Annotated[dict[str, Any] | None, Field(title="Components")] = None
+    expected_answer: Annotated[str | None, Field(title="Expected Answer")] = None
+    """
+    Without a spec: the gold answer (math; choice when `options` are sent).
+    """
+    formula: Annotated[str | None, Field(title="Formula")] = None
+    options: Annotated[list[Any] | None, Field(title="Options")] = None
+    """
+    NeMo Gym's MCQ options ([{'A': text}, ...] or texts).
+    """
+    response: NemoResponse
+    responses_create_params: NemoCreateParams
+    verifier: Annotated[dict[str, Any] | None, Field(title="Verifier")] = None
+    """
+    The row's verification spec, as /v1/rewards takes it.
+    """
+
+
+class NemoVerifyResponse(BaseModel):
+    """
+    NeMo Gym's ``BaseVerifyResponse`` (the request echoed, ``reward``) with
+    ``reward_components`` when the row has components, and this service's detail.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    components: Annotated[dict[str, Any] | None, Field(title="Components")] = None
+    decided_by: Annotated[str, Field(title="Decided By")]
+    expected_answer: Annotated[str | None, Field(title="Expected Answer")] = None
+    """
+    Without a spec: the gold answer (math; choice when `options` are sent).
+    """
+    extracted_answer: Annotated[str | None, Field(title="Extracted Answer")] = None
+    failed: Annotated[str | None, Field(title="Failed")] = None
+    formula: Annotated[str | None, Field(title="Formula")] = None
+    options: Annotated[list[Any] | None, Field(title="Options")] = None
+    """
+    NeMo Gym's MCQ options ([{'A': text}, ...] or texts).
+    """
+    response: NemoResponse
+    responses_create_params: NemoCreateParams
+    reward: Annotated[float, Field(title="Reward")]
+    reward_components: Annotated[dict[str, float] | None, Field(title="Reward Components")] = None
+    timed_out: Annotated[bool, Field(title="Timed Out")] = False
+    verifier: Annotated[dict[str, Any] | None, Field(title="Verifier")] = None
+    """
+    The row's verification spec, as /v1/rewards takes it.
     """
 
 
@@ -1855,6 +1928,25 @@ class ScoreResult(BaseModel):
     rule: RuleInfo | None = None
     """
     The rule check, when one ran.
+    """
+
+
+class SlimeRewardRequest(BaseModel):
+    """
+    slime's remote reward body, exactly as its ``remote_rm`` posts it.
+    """
+
+    label: Annotated[Any | None, Field(title="Label")] = None
+    """
+    The dataset's label: a gold answer (math: rule, then the judge), a verification spec as /v1/rewards takes it (`{type: ...}`), components (`{components, formula}`), or null (the judge alone).
+    """
+    prompt: Annotated[str | list[dict[str, Any]], Field(title="Prompt")]
+    """
+    The prompt: a string (templated or not), or a message list (the last user message is the task).
+    """
+    response: Annotated[str, Field(title="Response")]
+    """
+    The generated text.
     """
 
 
