@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from service.protocol.base import BudgetInfo, JudgeMode, Metered, Usage, _non_blank
@@ -17,7 +17,16 @@ from service.protocol.calibrate import CalibrationChoice, check_outcome_method
 from service.protocol.calibrated import CalibrationInfo
 from service.protocol.compare import CompareSpec
 from service.protocol.judge import VerifierKind
-from service.protocol.limits import Bounded, Documents, ReasoningTokens, Reference, Texts
+from service.protocol.limits import (
+    Bounded,
+    Documents,
+    ReasoningTokens,
+    Reference,
+    Texts,
+    bounded,
+)
+from service.protocol.reward_shapes import label_spec
+from service.protocol.rewards import RewardItem
 
 
 class RewardRequest(CalibrationChoice):
@@ -34,7 +43,9 @@ class RewardRequest(CalibrationChoice):
         default_factory=list,
         description="Query i's reference (the gold answer or a reference solution): a string "
         "or a number; empty or null = none for that query (OpenRLHF sends '' without a label "
-        "key). A query with a reference is verified `hybrid` unless `verifier` says otherwise.",
+        "key). A query with a reference is verified `hybrid` unless `verifier` says otherwise. "
+        "A label that is an object is that query's own verification spec, as /v1/rewards "
+        "takes it (`{type: ...}`, or `{components, formula}`).",
     )
     separator: str | None = Field(
         default=None,
@@ -77,8 +88,14 @@ class RewardRequest(CalibrationChoice):
                 "per query or none"
             )
         refs = self.references()
+        specs = self.spec_items()
+        if specs and self.method == "compare":
+            raise ValueError(
+                f"labels[{min(specs)}] is a verification spec; specs route queries one by one, "
+                "not with method='compare'"
+            )
         if self.verifier in ("rule", "hybrid"):
-            missing = [i for i, r in enumerate(refs) if r is None]
+            missing = [i for i, r in enumerate(refs) if r is None and i not in specs]
             if missing:
                 raise ValueError(
                     f"verifier={self.verifier!r} needs a label for every query; "
@@ -102,23 +119,43 @@ class RewardRequest(CalibrationChoice):
         return self.compare or CompareSpec()
 
     def bounded_parts(self) -> list[Bounded]:
-        """Each label, read as a reference (a number is its text)."""
-        return [
+        """Each label, read as a reference (a number is its text), or as a spec."""
+        parts = [
             Bounded(f"labels[{i}]", ref, "reference")
             for i, ref in enumerate(self.references())
             if ref is not None
         ]
+        for i, item in self.spec_items().items():
+            parts += bounded(item, f"labels[{i}].")
+        return parts
+
+    def spec_items(self) -> dict[int, RewardItem]:
+        """Per query whose label is a spec, that spec as a reward item (its prompt and response
+        filled in by the serving, which splits the query)."""
+        out: dict[int, RewardItem] = {}
+        for i, label in enumerate(self.labels):
+            if isinstance(label, dict):
+                try:
+                    out[i] = RewardItem.model_validate(
+                        {"prompt": "(query)", "response": "", **label_spec(label)}
+                    )
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    where = ".".join(str(p) for p in first["loc"])
+                    raise ValueError(f"labels[{i}].{where}: {first['msg']}") from exc
+        return out
 
     def references(self) -> list[str | None]:
-        """Query i's reference, or None (no label, an empty one, or null)."""
+        """Query i's reference, or None (no label, an empty one, null, or a spec)."""
         refs: list[str | None] = []
         for i in range(len(self.query)):
             label = self.labels[i] if self.labels else None
-            if label is None:
+            if label is None or isinstance(label, dict):
                 refs.append(None)
             elif isinstance(label, bool) or not isinstance(label, str | int | float):
                 raise ValueError(
-                    f"labels[{i}] is {type(label).__name__}; a reference is a string or a number"
+                    f"labels[{i}] is {type(label).__name__}; a reference is a string or a number "
+                    "(or an object: a verification spec)"
                 )
             else:
                 text = str(label)
@@ -129,15 +166,17 @@ class RewardRequest(CalibrationChoice):
 class _RewardFields(BaseModel):
     rewards: list[float] = Field(
         description="P(correct) of each response (= scores); a rule decision is 1 or 0; an "
-        "undecided rule-only check 0 (see extra_logs)."
+        "undecided rule-only check 0 (see extra_logs). A query decided by its own spec label "
+        "gets that spec's reward, which a formula or a reward model may take outside [0, 1]."
     )
-    scores: list[float] = Field(description="P(correct) in [0, 1].")
+    scores: list[float] = Field(description="P(correct) in [0, 1] (a spec's reward, clipped).")
     extra_logs: dict[str, list[float]] = Field(
         default_factory=dict,
         description="Per query: `verifier_logit` (the model's logp('1') - logp('0'); +-1e4 "
         "for a rule decision or an empty response; 0 undecided), `decided_by_rule` (1/0), "
         "`decided_by_model` (1/0), `rule_equivalent` (1/0; 0 also when undecided), "
-        "`model_score` (the model's raw P(correct) where it judged, 0 where it did not).",
+        "`model_score` (the model's raw P(correct) where it judged, 0 where it did not); with "
+        "a spec label, `decided_by_spec` (1/0; verifier_logit 0 for those queries).",
     )
     calibration: CalibrationInfo | None = Field(
         default=None,

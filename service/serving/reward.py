@@ -9,10 +9,13 @@ from service.errors import InvalidRequest
 from service.protocol import OutcomeRequest, OutcomeResponse, Usage
 from service.protocol.compare import MAX_READS, CompareRequest, CompareResponse, CompareSpec
 from service.protocol.reward import RewardRequest, RewardResponse
+from service.protocol.reward_results import RewardResult, RewardsResponse
+from service.protocol.rewards import RewardItem, RewardsRequest
 from service.scoring.reward import BoundaryNotFound, ChatMarkers, chat_markers, split_query
 from service.scoring.tokenizer import Tokenizer
 from service.serving.compare import CompareServing
 from service.serving.outcome import OutcomeServing
+from service.serving.rewards import RewardsServing
 
 
 class RewardServing:
@@ -22,8 +25,10 @@ class RewardServing:
         tokenizer: Tokenizer,
         settings: RewardSettings,
         compare: CompareServing | None = None,
+        rewards: RewardsServing | None = None,
     ) -> None:
         self._outcome = outcome
+        self._rewards = rewards
         self._settings = settings
         self._markers: ChatMarkers = chat_markers(tokenizer)
         self._compare = compare
@@ -40,17 +45,51 @@ class RewardServing:
         refs = req.references()
         if req.method == "compare":
             return await self._by_comparison(pairs, refs, req)
-        results = await asyncio.gather(
-            *(self._judge(q, r, ref, req) for (q, r), ref in zip(pairs, refs, strict=True))
+        specs = req.spec_items()
+        judged, by_spec = await asyncio.gather(
+            asyncio.gather(
+                *(
+                    self._judge(q, r, ref, req)
+                    for i, ((q, r), ref) in enumerate(zip(pairs, refs, strict=True))
+                    if i not in specs
+                )
+            ),
+            self._by_spec(pairs, specs, req),
         )
-        usage = sum((res.usage for res in results if res is not None), Usage())
+        rest = iter(judged)
+        results = [None if i in specs else next(rest) for i in range(len(pairs))]
+        usage = sum((res.usage for res in results if res is not None), by_spec.usage)
         # An empty response (or question) is not a correct answer: 0, and no engine call; an
         # undecided rule-only check is 0 too (OpenRLHF needs a number), flagged in extra_logs.
         scores = [
             res.score if res is not None and res.score is not None else 0.0 for res in results
         ]
-        return RewardResponse(
-            rewards=scores, scores=scores, extra_logs=_extra_logs(results), usage=usage
+        rewards = list(scores)
+        logs = _extra_logs(results)
+        if specs:  # the key only where a label is a spec: the usual logs keep their keys
+            logs["decided_by_spec"] = [0.0] * len(pairs)
+        for i, result in zip(sorted(specs), by_spec.results, strict=True):
+            _spec_logs(logs, i, result)
+            rewards[i] = result.reward
+            scores[i] = min(1.0, max(0.0, result.reward))  # scores are in [0, 1]
+        return RewardResponse(rewards=rewards, scores=scores, extra_logs=logs, usage=usage)
+
+    async def _by_spec(
+        self, pairs: list[tuple[str, str]], specs: dict[int, RewardItem], req: RewardRequest
+    ) -> RewardsResponse:
+        """The queries whose label is a spec, as one rewards request (each by its own spec)."""
+        if not specs:
+            return RewardsResponse(model="", results=[], usage=Usage())
+        if self._rewards is None:
+            raise RuntimeError("per-query specs need the rewards serving")
+        items = [
+            item.model_copy(update={"prompt": pairs[i][0] or "(empty)", "response": pairs[i][1]})
+            for i, item in sorted(specs.items())
+        ]
+        return await self._rewards.rewards(
+            RewardsRequest(
+                items=items, mode=req.mode, reasoning_tokens=req.reasoning_tokens, cache=req.cache
+            )
         )
 
     async def _by_comparison(
@@ -146,6 +185,16 @@ class RewardServing:
             verifier=req.verifier if reference is not None else None,
         )
         return await self._outcome.judge(outcome)
+
+
+def _spec_logs(logs: dict[str, list[float]], i: int, result: RewardResult) -> None:
+    """Query i's extra_logs when its own spec decided it (0 where a key does not apply)."""
+    logs["decided_by_spec"][i] = 1.0
+    logs["decided_by_rule"][i] = float(result.decided_by == "rule")
+    logs["decided_by_model"][i] = float(result.decided_by in ("model", "rubric", "reward_model"))
+    logs["rule_equivalent"][i] = float(result.decided_by == "rule" and result.reward == 1.0)
+    logs["model_score"][i] = result.score or 0.0
+    logs["verifier_logit"][i] = 0.0
 
 
 def _extra_logs(results: list[OutcomeResponse | None]) -> dict[str, list[float]]:

@@ -87,6 +87,7 @@ class Services:
         mcq = MCQServing(engine, model_name, mcq_calibrations)
         decisions = DecisionServing(engine, model_name, mcq_calibrations)
         reward_cfg = reward or RewardSettings()
+        rewards = RewardsServing(outcome, decisions, reward_cfg, model_name, generative)
         return cls(
             engine=engine,
             audit=AuditServing(engine, model_name),
@@ -96,8 +97,8 @@ class Services:
             process=process,
             score=score,
             mcq=mcq,
-            reward=RewardServing(outcome, engine.tokenizer, reward_cfg, compare),
-            rewards=RewardsServing(outcome, decisions, reward_cfg, model_name, generative),
+            reward=RewardServing(outcome, engine.tokenizer, reward_cfg, compare, rewards),
+            rewards=rewards,
             pooling=PoolingServing(engine, model_name),
             rules=verifier,
             decisions=decisions,

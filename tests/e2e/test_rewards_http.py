@@ -200,3 +200,35 @@ def test_slime_and_nemo_gym_shapes_answer_by_each_samples_spec(server: Any) -> N
     parts = out["reward_components"]
     assert parts["correct"] == 0.0
     assert out["reward"] == pytest.approx(0.9 * parts["correct"] + 0.1 * parts["judged"])
+
+
+def test_get_reward_routes_a_query_with_a_spec_label_by_its_spec(
+    server: Any, prob_tol: float
+) -> None:
+    sep = "\nResponse: "
+    body = {
+        "query": [QUESTION + sep + RIGHT, QUESTION + sep + "ANSWER: B", QUESTION + sep + WRONG],
+        "separator": sep,
+        "labels": [
+            "72",
+            {"type": "choice", "answer": "B"},
+            {"type": "rubric", "criteria": CRITERIA, "reference": "72"},
+        ],
+    }
+    r = httpx.post(server.url + "/get_reward", json=body, timeout=180)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["extra_logs"]["decided_by_spec"] == [0.0, 1.0, 1.0]
+    assert out["extra_logs"]["decided_by_rule"] == [1.0, 0.0, 0.0]
+    assert out["rewards"][:2] == [1.0, 1.0]
+    # the rubric query's reward is what /v1/rewards gives the same (prompt, response, spec)
+    same = post(
+        server.url,
+        {
+            "items": [
+                item(WRONG, verifier={"type": "rubric", "criteria": CRITERIA, "reference": "72"})
+            ]
+        },
+    )
+    # (two reads of each criterion: the weighted sum moves by at most (2 + 1 + 2) / 3 of one)
+    assert out["rewards"][2] == pytest.approx(same["results"][0]["reward"], abs=5 / 3 * prob_tol)

@@ -192,3 +192,56 @@ def test_labels_and_inputs() -> None:
     parts = [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]}]
     assert last_user_text(parts) == "Hi"
     assert last_user_text("plain") == "plain"
+
+
+# --- /get_reward with a spec per label -----------------------------------------------------------
+
+
+async def test_get_reward_labels_may_be_each_querys_own_spec(
+    http: tuple[httpx.AsyncClient, FakeEngine],
+) -> None:
+    client, _ = http
+    sep = "\nAnswer: "
+    body = {
+        "query": [Q + sep + RIGHT, Q + sep + "ANSWER: B", Q + sep + RIGHT, Q + sep + RIGHT],
+        "separator": sep,
+        "labels": [
+            "72",  # a reference: rule first, as before
+            {"type": "choice", "answer": "C"},
+            {
+                "components": {
+                    "judged": {"type": "model"},
+                    "fmt": {"type": "string", "operation": "contains", "reference": "answer"},
+                },
+                "formula": "2 * judged + fmt",
+            },
+            None,  # the judge alone
+        ],
+    }
+    r = await client.post("/get_reward", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    logs = out["extra_logs"]
+    assert logs["decided_by_spec"] == [0.0, 1.0, 1.0, 0.0]
+    assert logs["decided_by_rule"] == [1.0, 0.0, 0.0, 0.0]
+    assert out["rewards"][:2] == [1.0, 0.0]
+    assert out["rewards"][2] == pytest.approx(2 * sigmoid(2.0) + 1.0)  # a formula may pass 1
+    assert out["scores"][2] == 1.0  # scores stay in [0, 1]
+    assert out["rewards"][3] == pytest.approx(sigmoid(2.0))
+
+
+async def test_get_reward_with_a_bad_spec_label_is_a_422_naming_it(
+    http: tuple[httpx.AsyncClient, FakeEngine],
+) -> None:
+    client, engine = http
+    body = {
+        "query": [Q + "\nA: " + RIGHT, Q + "\nA: " + RIGHT],
+        "separator": "\nA: ",
+        "labels": ["72", {"type": "rubric", "criteria": [{"text": "bad", "weight": -1}]}],
+    }
+    r = await client.post("/get_reward", json=body)
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]["message"]
+    assert "labels[1]" in message
+    assert "positive weight" in message
+    assert engine.requests == []

@@ -371,6 +371,20 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
             "criteria": REFERENCE["criteria"],
             "verifier": "model",
         },
+        {
+            "query": [Q + SEP + RESPONSE, Q + SEP + "ANSWER: B", Q + SEP + RESPONSE],
+            "separator": SEP,
+            "labels": [
+                "18",
+                {"type": "choice", "answer": "B"},
+                {
+                    "components": {
+                        "judged": {"type": "model"},
+                        "rubric": {"type": "rubric", "criteria": [{"text": "Shows the work."}]},
+                    }
+                },
+            ],
+        },
     ],
     "rewards": [
         {

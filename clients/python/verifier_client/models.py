@@ -1602,7 +1602,7 @@ class RewardRequest(BaseModel):
     """
     labels: Annotated[list[Any] | None, Field(title="Labels")] = None
     """
-    Query i's reference (the gold answer or a reference solution): a string or a number; empty or null = none for that query (OpenRLHF sends '' without a label key). A query with a reference is verified `hybrid` unless `verifier` says otherwise.
+    Query i's reference (the gold answer or a reference solution): a string or a number; empty or null = none for that query (OpenRLHF sends '' without a label key). A query with a reference is verified `hybrid` unless `verifier` says otherwise. A label that is an object is that query's own verification spec, as /v1/rewards takes it (`{type: ...}`, or `{components, formula}`).
     """
     method: Annotated[Literal["outcome", "compare"], Field(title="Method")] = "outcome"
     """
@@ -2748,15 +2748,15 @@ class RewardResponse(BaseModel):
     """
     extra_logs: Annotated[dict[str, list[float]] | None, Field(title="Extra Logs")] = None
     """
-    Per query: `verifier_logit` (the model's logp('1') - logp('0'); +-1e4 for a rule decision or an empty response; 0 undecided), `decided_by_rule` (1/0), `decided_by_model` (1/0), `rule_equivalent` (1/0; 0 also when undecided), `model_score` (the model's raw P(correct) where it judged, 0 where it did not).
+    Per query: `verifier_logit` (the model's logp('1') - logp('0'); +-1e4 for a rule decision or an empty response; 0 undecided), `decided_by_rule` (1/0), `decided_by_model` (1/0), `rule_equivalent` (1/0; 0 also when undecided), `model_score` (the model's raw P(correct) where it judged, 0 where it did not); with a spec label, `decided_by_spec` (1/0; verifier_logit 0 for those queries).
     """
     rewards: Annotated[list[float], Field(title="Rewards")]
     """
-    P(correct) of each response (= scores); a rule decision is 1 or 0; an undecided rule-only check 0 (see extra_logs).
+    P(correct) of each response (= scores); a rule decision is 1 or 0; an undecided rule-only check 0 (see extra_logs). A query decided by its own spec label gets that spec's reward, which a formula or a reward model may take outside [0, 1].
     """
     scores: Annotated[list[float], Field(title="Scores")]
     """
-    P(correct) in [0, 1].
+    P(correct) in [0, 1] (a spec's reward, clipped).
     """
     usage: Usage | None = None
 

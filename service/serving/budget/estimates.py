@@ -24,6 +24,7 @@ from service.protocol import (
     SplitRequest,
 )
 from service.protocol.audit import AuditRequest, PopMCQRequest
+from service.protocol.base import JudgeMode
 from service.protocol.calibrate import ProbabilityCalibrationRequest
 from service.protocol.compare import CompareRequest, CompareSpec
 from service.protocol.decisions import DecisionRequest
@@ -40,6 +41,7 @@ from service.protocol.reward import RewardRequest
 from service.protocol.rewards import (
     MathSpec,
     ModelSpec,
+    RewardItem,
     RewardModelSpec,
     RewardsRequest,
     RubricSpec,
@@ -345,13 +347,25 @@ def _reward_request(req: RewardRequest) -> Estimate:
     j = _Judging(req.mode or "direct", 1, req.reasoning_tokens or 256)
     if req.method == "compare":
         return _reward_comparisons(req, j)
+    specs = req.spec_items()
+    # a query with its own spec: as that spec reads the whole query (prompt and response)
+    total = sum(
+        (
+            _reward_item(
+                item.model_copy(update={"prompt": req.query[i]}), req.mode, j.reasoning_tokens
+            )
+            for i, item in specs.items()
+        ),
+        ZERO,
+    )
     if req.verifier == "rule":
-        return ZERO
+        return total
     refs = req.references()
-    return sum(
+    return total + sum(
         (
             _judgment(OUTCOME_OVERHEAD + estimate_text_tokens(q) + _reference(r, req.criteria), j)
-            for q, r in zip(req.query, refs, strict=True)
+            for i, (q, r) in enumerate(zip(req.query, refs, strict=True))
+            if i not in specs
         ),
         ZERO,
     )
@@ -361,26 +375,27 @@ def _rewards(req: RewardsRequest) -> Estimate:
     """Per item and spec: a model read (math's fallback counted as a bound), a rubric's
     decision, a reward model's one pooling read; rule, string and choice checks cost nothing.
     An unset mode counts as direct (as for /get_reward)."""
+    return sum((_reward_item(item, req.mode, req.reasoning_tokens) for item in req.items), ZERO)
+
+
+def _reward_item(item: RewardItem, mode: JudgeMode | None, reasoning: int | None) -> Estimate:
     total = ZERO
-    for item in req.items:
-        text = estimate_text_tokens(item.prompt) + estimate_text_tokens(item.response)
-        for spec in item.specs().values():
-            if isinstance(spec, RewardModelSpec):
-                total += Estimate.of(text + POOLING_CHAT_OVERHEAD, 0, 1)
-                continue
-            if not isinstance(spec, MathSpec | ModelSpec | RubricSpec):
-                continue
-            mode = spec.mode or req.mode or "direct"
-            j = _Judging(mode, spec.samples, spec.reasoning_tokens or req.reasoning_tokens or 256)
-            if isinstance(spec, RubricSpec):
-                total += _decision(
-                    rubric_decision(spec, item.prompt, item.response, mode, j.reasoning_tokens)
-                )
-            elif not isinstance(spec, MathSpec) or spec.model_fallback:
-                criteria = spec.criteria if isinstance(spec, ModelSpec) else None
-                total += _judgment(
-                    OUTCOME_OVERHEAD + text + _reference(spec.reference, criteria), j
-                )
+    text = estimate_text_tokens(item.prompt) + estimate_text_tokens(item.response)
+    for spec in item.specs().values():
+        if isinstance(spec, RewardModelSpec):
+            total += Estimate.of(text + POOLING_CHAT_OVERHEAD, 0, 1)
+            continue
+        if not isinstance(spec, MathSpec | ModelSpec | RubricSpec):
+            continue
+        spec_mode = spec.mode or mode or "direct"
+        j = _Judging(spec_mode, spec.samples, spec.reasoning_tokens or reasoning or 256)
+        if isinstance(spec, RubricSpec):
+            total += _decision(
+                rubric_decision(spec, item.prompt, item.response, spec_mode, j.reasoning_tokens)
+            )
+        elif not isinstance(spec, MathSpec) or spec.model_fallback:
+            criteria = spec.criteria if isinstance(spec, ModelSpec) else None
+            total += _judgment(OUTCOME_OVERHEAD + text + _reference(spec.reference, criteria), j)
     return total
 
 
