@@ -232,3 +232,62 @@ def test_get_reward_routes_a_query_with_a_spec_label_by_its_spec(
     )
     # (two reads of each criterion: the weighted sum moves by at most (2 + 1 + 2) / 3 of one)
     assert out["rewards"][2] == pytest.approx(same["results"][0]["reward"], abs=5 / 3 * prob_tol)
+
+
+def test_verl_hooks_route_each_sample_by_its_data_source(server: Any) -> None:
+    import asyncio
+
+    from verifier_client import verl
+
+    specs = {"gsm8k": {"type": "math"}, "arc": {"type": "choice"}}
+    info = {"question": QUESTION}
+
+    async def one(source: str, solution: str, truth: Any) -> dict[str, Any]:
+        try:
+            return await verl.compute_score(
+                source, solution, truth, info, base_url=server.url, specs=specs
+            )
+        finally:
+            await verl.aclose()
+
+    assert asyncio.run(one("gsm8k", RIGHT, "72"))["decided_by_rule"] == 1.0
+    assert asyncio.run(one("arc", "ANSWER: C", "C"))["score"] == 1.0
+    # a ground truth that is a spec is used as it is, whatever the source
+    spec = {"type": "string", "operation": "contains", "reference": "clips"}
+    assert asyncio.run(one("other", RIGHT, spec))["score"] == 1.0
+
+    batch = verl.compute_score_batch(
+        data_sources=["gsm8k", "arc", "unmapped", "gsm8k"],
+        solution_strs=[RIGHT, "ANSWER: A", RIGHT, WRONG],
+        ground_truths=["72", "C", "72", "72"],
+        extra_infos=[info] * 4,
+        base_url=server.url,
+        specs=specs,
+    )
+    verl.close()
+    assert [b["score"] for b in batch] == [1.0, 0.0, 1.0, 0.0]
+    assert [b["decided_by_rule"] for b in batch] == [1.0, 0.0, 1.0, 1.0]
+    assert all(set(b) == set(batch[0]) for b in batch)  # verl logs the same keys per sample
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_trl_reward_function_routes_rows_with_a_spec(server: Any, asynchronous: bool) -> None:
+    import asyncio
+
+    from verifier_client.trl import reward_function
+
+    reward = reward_function(
+        server.url, reference_column="answer", spec_column="verifier", asynchronous=asynchronous
+    )
+    columns = {
+        "prompts": [QUESTION] * 3,
+        "completions": [RIGHT, "ANSWER: B", WRONG],
+        "completion_ids": [[1]] * 3,
+        "answer": ["72", None, "72"],
+        "verifier": [None, {"type": "choice", "answer": "B"}, None],
+        "trainer_state": None,
+    }
+    out = reward(**columns)
+    if asynchronous:
+        out = asyncio.run(out)  # type: ignore[arg-type]
+    assert out == [1.0, 1.0, 0.0]  # rule, the row's own choice spec, rule

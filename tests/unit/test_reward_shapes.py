@@ -245,3 +245,32 @@ async def test_get_reward_with_a_bad_spec_label_is_a_422_naming_it(
     assert "labels[1]" in message
     assert "positive weight" in message
     assert engine.requests == []
+
+
+def test_the_hooks_pick_a_spec_from_the_ground_truth_or_the_data_source() -> None:
+    from verifier_client._specs import spec_fields
+
+    specs = {
+        "gsm8k": {"type": "math"},
+        "arc": {"type": "choice"},
+        "fmt": {"type": "string", "operation": "regex"},
+        "mix": {"components": {"a": {"type": "math"}, "b": {"type": "model"}}, "formula": "a"},
+        "fixed": {"type": "choice", "answer": "D"},
+    }
+    assert spec_fields(72, "gsm8k", specs) == {"verifier": {"type": "math", "reference": "72"}}
+    assert spec_fields("B", "arc", specs) == {"verifier": {"type": "choice", "answer": "B"}}
+    assert spec_fields(r"\d$", "fmt", specs) == {
+        "verifier": {"type": "string", "operation": "regex", "pattern": r"\d$"}
+    }
+    assert spec_fields("7", "mix", specs) == {
+        "components": {
+            "a": {"type": "math", "reference": "7"},
+            "b": {"type": "model", "reference": "7"},
+        },
+        "formula": "a",
+    }
+    assert spec_fields("B", "fixed", specs) == {"verifier": {"type": "choice", "answer": "D"}}
+    assert spec_fields("72", "unmapped", specs) is None
+    assert spec_fields("72", "gsm8k", None) is None
+    own = {"type": "string", "operation": "eq", "reference": "x"}
+    assert spec_fields(own, "unmapped", None) == {"verifier": own}

@@ -22,9 +22,12 @@ The completions of one prompt (a GRPO group) with one reference go to the servic
 
 from __future__ import annotations
 
+import asyncio
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from verifier_client._client import AsyncClient, Client
@@ -45,6 +48,7 @@ from verifier_client._rl import (
     settle,
     text_of,
 )
+from verifier_client._specs import merged, remaining, rewards_async, rewards_sync, spec_fields
 
 __all__ = ["RewardTimeout", "reward_function"]
 
@@ -61,6 +65,7 @@ def reward_function(
     mode: Mode = "direct",
     method: Method = "outcome",
     reference_column: str | None = None,
+    spec_column: str | None = None,
     verifier: Verifier | None = None,
     timeout_s: float | None = None,
     on_timeout: OnTimeout = "none",
@@ -77,6 +82,9 @@ def reward_function(
     outcome (one judgment) or process (per step, aggregated; the reference is context).
     ``reference_column``: the dataset column holding each row's answer (TRL passes columns
     by name); ``verifier``: model | rule | hybrid (default: hybrid with a reference).
+    ``spec_column``: a column whose rows may hold a verification spec of /v1/rewards
+    (``{"type": "choice", "answer": "B"}``, or components and a formula); those rows go
+    through ``/v1/rewards`` in one call, each by its own spec, the others as before.
     ``timeout_s``: the deadline of one call (a batch waits at most this long); a sample past
     it gets None (``on_timeout="none"``, TRL's "no reward"), 0 (``"zero"``), or the call raises
     ``RewardTimeout`` (``"raise"``). ``concurrency``: requests in flight at most.
@@ -95,7 +103,7 @@ def reward_function(
     if verifier is not None:
         judge_options = {**judge_options, "verifier": verifier}
     scoring = Scoring(method, mode, judge_options, grouped=group_calls)
-    plan = _Plan(scoring, reference_column, timeout_s, on_timeout)
+    plan = _Plan(scoring, reference_column, timeout_s, on_timeout, spec_column)
     if asynchronous:
         return _async_reward(base_url, api_key, concurrency, opts, plan)
     client = Client(base_url, api_key=api_key, **opts)
@@ -104,8 +112,18 @@ def reward_function(
     def verifier_reward(
         prompts: Sequence[Prompt], completions: Sequence[Prompt], **columns: Any
     ) -> list[float | None]:
+        start = time.monotonic()
         samples = plan.samples(prompts, completions, columns)
-        judged = score_batch_sync(client, scoring, pool, samples, timeout_s)
+        items = plan.spec_items(prompts, completions, columns)
+        spec_call = pool.submit(rewards_sync, client, list(items.values()), mode, judge_options)
+        plain = [s for i, s in enumerate(samples) if i not in items]
+        judged = score_batch_sync(client, scoring, pool, plain, timeout_s)
+        try:
+            left = remaining(timeout_s, start, time.monotonic())
+            by_spec: list[Judged | None] = list(spec_call.result(timeout=left))
+        except FutureTimeout:
+            by_spec = [None] * len(items)
+        judged = merged(len(samples), list(items), by_spec, judged)
         return plan.report(settle(judged, on_timeout, timeout_s), columns)
 
     # The connections and threads live as long as the function; they close with it, not at
@@ -124,8 +142,10 @@ class _Plan:
         reference_column: str | None,
         timeout_s: float | None,
         on_timeout: OnTimeout,
+        spec_column: str | None = None,
     ) -> None:
         self.scoring = scoring
+        self.spec_column = spec_column
         self.reference_column = reference_column
         self.timeout_s = timeout_s
         self.on_timeout = on_timeout
@@ -140,6 +160,25 @@ class _Plan:
                 f"TRL passed ({known}); keep the column in the dataset"
             )
         return [reference_of(v) for v in columns[self.reference_column]]
+
+    def spec_items(
+        self, prompts: Sequence[Prompt], completions: Sequence[Prompt], columns: dict[str, Any]
+    ) -> dict[int, dict[str, Any]]:
+        """The /v1/rewards items of the rows whose spec column holds a spec, by position."""
+        if self.spec_column is None:
+            return {}
+        if self.spec_column not in columns:
+            raise KeyError(
+                f"spec_column={self.spec_column!r} is not among the dataset columns TRL passed; "
+                "keep the column in the dataset"
+            )
+        out = {}
+        rows = zip(prompts, completions, columns[self.spec_column], strict=True)
+        for i, (prompt, completion, spec) in enumerate(rows):
+            fields = spec_fields(spec, None, None)
+            if fields is not None:
+                out[i] = {"prompt": question_of(prompt), "response": text_of(completion), **fields}
+        return out
 
     def samples(
         self, prompts: Sequence[Prompt], completions: Sequence[Prompt], columns: dict[str, Any]
@@ -174,15 +213,28 @@ def _async_reward(
     async def verifier_reward(
         prompts: Sequence[Prompt], completions: Sequence[Prompt], **columns: Any
     ) -> list[float | None]:
+        start = time.monotonic()
         samples = plan.samples(prompts, completions, columns)
+        items = plan.spec_items(prompts, completions, columns)
+        plain = [s for i, s in enumerate(samples) if i not in items]
         # TRL calls this once per batch, so a client per call costs one connection setup per
         # batch; it is closed before the call returns, whichever loop TRL awaits it on (an
         # httpx.AsyncClient must not outlive or cross its loop). Late calls are cancelled and
         # awaited (bounded) before it closes.
         async with AsyncClient(base_url, api_key=api_key, **opts) as client:
-            judged = await score_batch_async(
-                client, plan.scoring, samples, concurrency, plan.timeout_s
+            spec_call = asyncio.ensure_future(
+                rewards_async(client, list(items.values()), plan.scoring.mode, plan.scoring.options)
             )
+            judged = await score_batch_async(
+                client, plan.scoring, plain, concurrency, plan.timeout_s
+            )
+            left = remaining(plan.timeout_s, start, time.monotonic())
+            done, _ = await asyncio.wait((spec_call,), timeout=left)
+            if not done:
+                spec_call.cancel()
+                await asyncio.wait((spec_call,), timeout=LATE_CALL_GRACE_S)
+            by_spec = spec_call.result() if done else [None] * len(items)
+        judged = merged(len(samples), list(items), by_spec, judged)
         return plan.report(settle(judged, plan.on_timeout, plan.timeout_s), columns)
 
     return verifier_reward

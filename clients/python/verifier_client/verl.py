@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from verifier_client._client import AsyncClient, Client
@@ -52,6 +54,7 @@ from verifier_client._rl import (
     reference_of,
     score_batch_sync,
 )
+from verifier_client._specs import Specs, remaining, rewards_async, rewards_sync, spec_fields
 
 __all__ = ["RewardTimeout", "aclose", "close", "compute_score", "compute_score_batch"]
 
@@ -125,9 +128,15 @@ async def compute_score(
     use_reference: bool = True,
     timeout_s: float | None = None,
     on_timeout: OnTimeout = "none",
+    specs: Specs | None = None,
     **judge_options: Any,
 ) -> dict[str, Any]:
     """``{"score", "judged", "decided_by_rule", "rule_equivalent", "model_score"}``.
+
+    ``specs`` maps a ``data_source`` to its verification spec (``{"gsm8k": {"type":
+    "math"}, "arc": {"type": "choice"}}``, the ground truth filled in as its gold value); a
+    ground truth that is a spec itself is used as it is. Those samples go through
+    ``/v1/rewards``, each by its own check.
 
     verl needs a number for every sample: a sample the service refused, or one past
     ``timeout_s`` with ``on_timeout`` "none" or "zero", scores 0 with ``judged`` 0;
@@ -136,11 +145,21 @@ async def compute_score(
     through a probability calibration of this tenant, docs/api.md).
     """
     question = _question(extra_info)
+    client = _client(base_url, api_key)
+    fields = spec_fields(ground_truth, data_source, specs)
+    if fields is not None:
+        item = {"prompt": question, "response": solution_str, **fields}
+        try:
+            done = await asyncio.wait_for(
+                rewards_async(client, [item], mode, judge_options), timeout_s
+            )
+        except TimeoutError:
+            return _late(on_timeout, timeout_s)
+        return _result(done[0])  # timed out or failed in the service: 0, judged 0
     reference = reference_of(ground_truth) if use_reference else None
     if verifier is not None:
         judge_options["verifier"] = verifier
     check_method(method, mode, judge_options.get("verifier"))
-    client = _client(base_url, api_key)
     call = judge_async(client, method, mode, question, solution_str, reference, **judge_options)
     try:
         return _result(await asyncio.wait_for(call, timeout_s))
@@ -176,28 +195,54 @@ def compute_score_batch(
     timeout_s: float | None = None,
     on_timeout: OnTimeout = "none",
     concurrency: int = 16,
+    specs: Specs | None = None,
     **judge_options: Any,
 ) -> list[dict[str, Any]]:
     """``compute_score``'s dict for every sample of a batch, in order, for verl's batch reward
     manager; one request per group of samples sharing a question and a reference, at most
     ``concurrency`` in flight. ``timeout_s`` bounds the whole batch: the samples of a group
     not answered by then score as ``on_timeout`` says (0 with ``judged`` 0, or
-    ``RewardTimeout``)."""
+    ``RewardTimeout``). ``specs`` as for ``compute_score``: those samples go as one
+    ``/v1/rewards`` call."""
     if concurrency < 1:
         raise ValueError(f"concurrency={concurrency}: at least one request must be in flight")
     if verifier is not None:
         judge_options["verifier"] = verifier
     scoring = Scoring(method, mode, judge_options)
     infos = [None] * len(solution_strs) if extra_infos is None else list(extra_infos)
+    fields = [spec_fields(t, d, specs) for t, d in zip(ground_truths, data_sources, strict=True)]
+    items = {
+        i: {"prompt": _question(info), "response": solution, **f}
+        for i, (solution, info, f) in enumerate(zip(solution_strs, infos, fields, strict=True))
+        if f is not None
+    }
+    plain = [i for i in range(len(solution_strs)) if i not in items]
     samples = [
-        Sample(_question(info), solution, reference_of(truth) if use_reference else None)
-        for solution, truth, info in zip(solution_strs, ground_truths, infos, strict=True)
+        Sample(
+            _question(infos[i]),
+            solution_strs[i],
+            reference_of(ground_truths[i]) if use_reference else None,
+        )
+        for i in plain
     ]
     client = _sync_client(base_url, api_key)
+    start = time.monotonic()
     # A pool per batch: a late call keeps its thread until it ends, never the next batch's.
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="verifier-verl")
     try:
-        judged = score_batch_sync(client, scoring, pool, samples, timeout_s)
+        by_spec = pool.submit(rewards_sync, client, list(items.values()), mode, judge_options)
+        judged: list[Judged | None] = [None] * len(solution_strs)
+        for i, j in zip(
+            plain, score_batch_sync(client, scoring, pool, samples, timeout_s), strict=True
+        ):
+            judged[i] = j
+        try:
+            left = remaining(timeout_s, start, time.monotonic())
+            spec_judged: list[Judged | None] = list(by_spec.result(timeout=left))
+        except FutureTimeout:
+            spec_judged = [None] * len(items)
+        for i, j in zip(items, spec_judged, strict=True):
+            judged[i] = j
     finally:
         pool.shutdown(wait=False)
     return [_late(on_timeout, timeout_s) if j is None else _result(j) for j in judged]
