@@ -85,7 +85,12 @@ class RewardsServing:
         tasks = {
             key: asyncio.ensure_future(self._check(req, req.items[key[0]], key[1])) for key in keys
         }
-        done, pending = await asyncio.wait(tasks.values(), timeout=remaining)
+        try:
+            done, pending = await asyncio.wait(tasks.values(), timeout=remaining)
+        except asyncio.CancelledError:  # the job is cancelled (its caller left): so are its checks
+            for task in tasks.values():
+                task.cancel()
+            raise
         if pending:
             for task in pending:
                 task.cancel()

@@ -387,9 +387,11 @@ class HangingEngine(FakeEngine):
     """Reads of a prompt that holds HANG never return (a stuck engine request)."""
 
     cancelled: int = 0
+    hung: int = 0
 
     async def _verdict(self, ids: Sequence[int]) -> tuple[float, base.TokenUsage]:
         if "HANG" in self.decode(ids):
+            self.hung += 1
             try:
                 await asyncio.Event().wait()
             except asyncio.CancelledError:
@@ -564,3 +566,22 @@ def test_the_fallback_reward_and_weights_are_finite() -> None:
         RewardsRequest.model_validate(
             {"items": [_item(verifier={"type": "model"})], "fallback_reward": math.nan}
         )
+
+
+async def test_a_cancelled_job_cancels_its_checks(tokenizer: Any) -> None:
+    engine = HangingEngine(tokenizer)
+    payload = {"items": [_item(response="HANG " + RIGHT, verifier={"type": "model"})]}
+    job = asyncio.ensure_future(_run(engine, payload))
+    for _ in range(500):  # until the hung read is in the engine (bounded)
+        if engine.hung or job.done():
+            break
+        await asyncio.sleep(0.01)
+    assert engine.hung == 1
+    job.cancel()
+    await asyncio.wait([job], timeout=5)
+    assert job.cancelled()
+    for _ in range(100):  # the check's task unwinds on the next loop turns
+        if engine.cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert engine.cancelled == 1
