@@ -66,7 +66,8 @@ async def _result(req: RewardsRequest, job: JobDep) -> RewardResult:
     return resp.results[0]
 
 
-@router.post("/v1/rewards/slime", response_model=RewardResult)
+# With ?scalar=true the body is the reward alone, a JSON number (slime without --reward-key).
+@router.post("/v1/rewards/slime", response_model=RewardResult | float)
 async def slime_reward(req: SlimeRewardRequest, job: JobDep, scalar: bool = False) -> Any:
     """slime's remote reward model (``--rm-type remote_rm``): ``{prompt, response, label}``,
     where ``label`` is the gold answer or a /v1/rewards spec. Read the reward with
