@@ -135,6 +135,12 @@ class RewardRequest(CalibrationChoice):
         out: dict[int, RewardItem] = {}
         for i, label in enumerate(self.labels):
             if isinstance(label, dict):
+                if "type" not in label and "components" not in label:
+                    raise ValueError(
+                        f"labels[{i}] is an object without `type` or `components`; an object "
+                        "label is a verification spec (docs/api.md, /v1/rewards), a reference "
+                        "is a string or a number"
+                    )
                 try:
                     out[i] = RewardItem.model_validate(
                         {"prompt": "(query)", "response": "", **label_spec(label)}

@@ -211,7 +211,7 @@ def test_process_refuses_a_rule_verifier_and_score_a_rule_with_steps() -> None:
     ("labels", "verifier", "message"),
     [
         (["72"], None, "labels has 1 items for 2 queries"),
-        ([{"answer": 72}, "1"], None, r"labels\[0\] is dict"),
+        ([{"answer": 72}, "1"], None, r"labels\[0\] is an object without `type`"),
         ([True, "1"], None, r"labels\[0\] is bool"),
         (["72", ""], "rule", r"labels\[1\] is missing or empty"),
     ],
