@@ -37,7 +37,7 @@ def _is_spec(value: Any) -> bool:
 
 def _filled(spec: Mapping[str, Any], gold: str | None) -> dict[str, Any]:
     out = dict(spec)
-    kind = out.get("type")
+    kind = str(out.get("type"))
     key = (
         "pattern" if kind == "string" and out.get("operation") == "regex" else GOLD_FIELD.get(kind)
     )
@@ -59,7 +59,7 @@ def spec_fields(
     """
     if _is_spec(ground_truth):
         template, gold = ground_truth, None
-    elif specs and data_source in specs:
+    elif specs and data_source is not None and data_source in specs:
         template, gold = specs[data_source], reference_of(ground_truth)
     else:
         return None
