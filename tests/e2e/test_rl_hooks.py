@@ -94,7 +94,7 @@ def test_openrlhf_bad_labels_are_422s_naming_the_label(server: Any) -> None:
     query = f"Q: {QUESTION}\n### Response:\n{RIGHT}"
     base = {"query": [query], "separator": "### Response:"}
     for labels, verifier, needle in [
-        ([{"answer": "72"}], None, "labels[0] is dict"),
+        ([{"answer": "72"}], None, "labels[0] is an object without `type` or `components`"),
         (["72", "1"], None, "labels has 2 items for 1 queries"),
         ([""], "rule", "labels[0] is missing or empty"),
         (["7" * 100_000], None, "labels[0] has 100000 characters"),
