@@ -26,3 +26,20 @@ pip=(.venv/bin/python -m pip --disable-pip-version-check)
 # The text-only engine needs none of them, so they are removed.
 "${pip[@]}" uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 .venv/bin/python -c "import torch, vllm; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+# Code execution (VERIFIER_CODE__ENABLED, off by default) confines each run with bubblewrap, a
+# system package; the tests run code, so `test` needs it. Installed here where apt-get can.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; }
+  fi
+fi
+if command -v bwrap >/dev/null 2>&1; then
+  bwrap --version
+elif [ "${1:-}" = "test" ]; then
+  echo "error: the tests run code in the sandbox, which needs bubblewrap: install the system" \
+    "package (Debian/Ubuntu: apt-get install bubblewrap) and run this again" >&2
+  exit 1
+else
+  echo "note: code execution needs bubblewrap (apt-get install bubblewrap); it stays off" >&2
+fi

@@ -38,6 +38,7 @@ from service.api.routes import (
     results,
     reward,
     rewards,
+    run_code,
     score,
     split,
 )
@@ -54,6 +55,7 @@ from service.protocol import OutcomeRequest
 from service.queue.base import JobQueue
 from service.queue.local import LocalQueue
 from service.queue.worker import Worker
+from service.sandbox.runner import Sandbox
 from service.scoring.ties import default_tolerance
 from service.serving.cache import JudgmentStore, MemoryStore, RedisStore
 from service.serving.context import current_tenant
@@ -173,6 +175,10 @@ async def start_services(
     redis: Redis | None = None,
 ) -> Services:
     """Prepare the model, start the engine, score a probe judgment."""
+    # Fail closed before the engine's long start: code execution on needs a working sandbox.
+    sandbox = (
+        await asyncio.to_thread(Sandbox.start, settings.code) if settings.code.enabled else None
+    )
     engine = await start_engine(settings)
     store = make_judgment_store(settings, redis)
     if store is not None and metrics is not None:
@@ -186,6 +192,7 @@ async def start_services(
         settings.rules,
         settings.engine,
         tie_tolerance=tie_tolerance(settings),
+        sandbox=sandbox,
     )
     # The probe runs outside any job, so it names its tenant as a job would (the tenant has no
     # default: a job path that forgets to set it must fail, not share another tenant's state).
@@ -390,6 +397,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     app.include_router(calibrations.router)
     app.include_router(reward.router)
     app.include_router(rewards.router)
+    app.include_router(run_code.router)
     app.include_router(pooling.router)
     app.include_router(decisions.router)
     _state_limits_in_schema(app, settings)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from loadtests.cli import bench_app
-from service.config import get_settings
+from service.config import Settings, get_settings
 from service.evals.cli import eval_app
 
 # uvicorn's wait for requests in flight after SIGTERM (k8s/base/api.yaml's grace period covers it)
@@ -51,6 +51,8 @@ def serve(
     if port is not None:
         settings.port = port
     _logging(settings.log_level)
+    if worker:
+        _code_preflight(settings)
     if not worker and not settings.redis_url:
         typer.echo("error: --no-worker needs VERIFIER_REDIS_URL (workers pull from it)", err=True)
         raise typer.Exit(2)
@@ -79,7 +81,24 @@ def worker_cmd() -> None:
 
     settings = get_settings()
     _logging(settings.log_level)
+    _code_preflight(settings)
     raise typer.Exit(asyncio.run(run_worker_process(settings)))
+
+
+def _code_preflight(settings: Settings) -> None:
+    """Fail closed, before the engine starts: code execution on needs a working sandbox."""
+    if not settings.code.enabled:
+        return
+    from service.sandbox.isolation import SandboxUnavailable, check
+
+    try:
+        check(settings.code)
+    except SandboxUnavailable as exc:
+        typer.echo(
+            f"error: VERIFIER_CODE__ENABLED is true but code cannot be confined here: {exc}",
+            err=True,
+        )
+        raise typer.Exit(2) from exc
 
 
 @models_app.command("prepare")

@@ -319,6 +319,56 @@ class RuleSettings(SettingsGroup):
     )
 
 
+class CodeSettings(SettingsGroup):
+    """Code execution (docs/reliability.md, "The code sandbox"): off unless enabled, and a
+    process that would run code refuses to start when the host cannot confine it."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Run code sent with requests (/run_code, `tests`, code specs) in the "
+        "sandbox: bubblewrap namespaces, rlimits, a dropped uid; needs root and bwrap.",
+    )
+    python: str = Field(
+        default="",
+        description="The interpreter runs use; empty: the host's system Python "
+        "(/usr/bin/python3, else /usr/local/bin/python3), never the service's own environment.",
+    )
+    max_concurrency: int = Field(
+        default=2, ge=1, le=64, description="Runs at once per worker; more wait their turn."
+    )
+    run_timeout_s: float = Field(
+        default=10.0, gt=0, description="Wall time of one run (one test case) unless asked less."
+    )
+    max_run_timeout_s: float = Field(
+        default=30.0, gt=0, description="The most wall time a request may ask for one run."
+    )
+    memory_mb: int = Field(
+        default=1024, ge=64, description="Address-space cap of a run (RLIMIT_AS), MiB."
+    )
+    max_processes: int = Field(
+        default=32, ge=4, description="Processes and threads of a run's uid (RLIMIT_NPROC)."
+    )
+    max_file_mb: int = Field(default=16, ge=1, description="Largest file a run may write, MiB.")
+    scratch_mb: int = Field(
+        default=64, ge=1, description="Size of a run's scratch directory and of its /tmp, MiB."
+    )
+    max_open_files: int = Field(default=64, ge=16, description="Open files of a run.")
+    max_output_kb: int = Field(
+        default=1024, ge=1, description="stdout and stderr kept per run, KiB; more ends the run."
+    )
+    reward: Literal["all_pass", "fraction"] = Field(
+        default="all_pass",
+        description="A tested response's reward: 1 only if every case passes, or the share "
+        "of cases that pass (a request's `code_reward` overrides it).",
+    )
+    uid_base: int | None = Field(
+        default=None,
+        ge=1000,
+        description="First uid of a worker's runs (one per concurrent run); unset: derived "
+        "from the pid, so workers on one host get their own.",
+    )
+
+
 class Settings(BaseSettings):
     """Every setting of the service; docs/configuration.md is generated from it."""
 
@@ -356,6 +406,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     reward: RewardSettings = Field(default_factory=RewardSettings)
     rules: RuleSettings = Field(default_factory=RuleSettings)
+    code: CodeSettings = Field(default_factory=CodeSettings)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

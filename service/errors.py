@@ -82,6 +82,19 @@ class NotServedByModel(InvalidRequest):
     type = "not_served_by_model"
 
 
+class CodeExecutionDisabled(InvalidRequest):
+    """A request sent code to run, and this service runs none."""
+
+    type = "code_execution_disabled"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "code execution is off on this service: start it (the API and its workers) with "
+            "VERIFIER_CODE__ENABLED=true on a host with bubblewrap (docs/reliability.md, "
+            "'The code sandbox'); /v1/models says whether it is on"
+        )
+
+
 class PayloadTooLarge(ServiceError):
     status = 413
     type = "payload_too_large"

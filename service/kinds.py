@@ -27,6 +27,7 @@ JobKind = Literal[
     "decision",
     "compare",
     "rewards",
+    "run_code",
 ]
 
 JOB_KINDS: Final[tuple[JobKind, ...]] = get_args(JobKind)

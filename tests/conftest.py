@@ -28,9 +28,10 @@ import transformers  # noqa: F401
 from hypothesis import settings as hypothesis_settings
 
 from loadtests.harness import ROOT, ServerProcess, free_port, http_ok, verifier
-from service.config import Settings
+from service.config import CodeSettings, Settings
 from service.engine.models import prepare_default_model
 from service.engine.vllm_engine import VLLMEngine
+from service.sandbox.runner import Sandbox
 
 _HERE = Path(__file__).resolve()
 E2E = ROOT / "tests" / "e2e"
@@ -183,6 +184,9 @@ def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "VERIFIER_HOST": "127.0.0.1",
         "VERIFIER_PORT": str(port),
         "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
+        # The code tests (tests/e2e/test_code_*.py) run programs here; the install script
+        # puts bubblewrap on the machine, and the server refuses to start without it.
+        "VERIFIER_CODE__ENABLED": "true",
     }
     not_ready: list[httpx.Response] = []
 
@@ -213,6 +217,13 @@ def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 # continuous worker, too), so the bound is two such steps. float32 (dtype=auto on a CPU
 # without native bf16) moves by far less.
 LOGIT_TOL = {"bfloat16": 0.26, "float16": 0.26, "float32": 0.02}
+
+
+@pytest.fixture(scope="session")
+def code_sandbox() -> Sandbox:
+    """The code sandbox as a worker starts it (fails, naming the missing part, on a host that
+    cannot confine code: scripts/install.sh installs bubblewrap)."""
+    return Sandbox.start(CodeSettings(enabled=True))
 
 
 @pytest.fixture(scope="session")

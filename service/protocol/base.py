@@ -169,6 +169,15 @@ class ModelCard(BaseModel):
         default=None, description="Pooling kinds: classify or token_classify (/pooling's task)."
     )
     step_tag: str | None = Field(default=None, description="process_reward: the step tag.")
+    code_execution: bool = Field(
+        default=False,
+        description="Code sent with requests is run in the sandbox (/run_code, `tests`, code "
+        "specs); off: those answer 422 code_execution_disabled.",
+    )
+    code_languages: list[str] | None = Field(
+        default=None,
+        description="The languages runs take, once a sandbox runs in this process.",
+    )
 
 
 class ModelList(BaseModel):

@@ -22,6 +22,7 @@ from service.protocol.calibrate import (
     ProbabilityCalibrationRequest,
     ProbabilityCalibrationResponse,
 )
+from service.protocol.code import RunCodeRequest, RunCodeResponse
 from service.protocol.compare import CompareRequest, CompareResponse
 from service.protocol.decisions import DecisionRequest, DecisionResponse
 from service.protocol.judge import (
@@ -104,6 +105,7 @@ JOBS: Final[Mapping[JobKind, JobSpec]] = for_every_kind(
             JobSpec("decision", DecisionRequest, DecisionResponse),
             JobSpec("compare", CompareRequest, CompareResponse),
             JobSpec("rewards", RewardsRequest, RewardsResponse),
+            JobSpec("run_code", RunCodeRequest, RunCodeResponse),
         )
     },
     "job spec",

@@ -103,13 +103,14 @@ def _nested(path: str, value: object) -> Iterator[Bounded]:
 
 def bounded(req: BaseModel, prefix: str = "") -> Iterator[Bounded]:
     """Every bounded value of ``req``, its nested models and lists, with its field path."""
-    for name in type(req).model_fields:
+    for name, field in type(req).model_fields.items():
         value = getattr(req, name)
         if value is None:
             continue
+        wire = field.alias or name  # the path names the field as the request spells it
         for limit in limits_of(type(req), name):
-            yield from _apply(limit, prefix + name, value)
-        yield from _nested(prefix + name, value)
+            yield from _apply(limit, prefix + wire, value)
+        yield from _nested(prefix + wire, value)
     parts = getattr(req, "bounded_parts", None)
     if callable(parts):
         for part in parts():

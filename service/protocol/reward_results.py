@@ -11,11 +11,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from service.protocol.base import Metered, Usage
+from service.protocol.code import CodeResult
 from service.protocol.rewards import RewardItem, RewardsRequest
 from service.scoring import rewards as checks
 
 RewardDecider = Literal[
-    "rule", "model", "match", "rubric", "reward_model", "weighted", "formula", "fallback"
+    "rule", "model", "match", "rubric", "reward_model", "code", "weighted", "formula", "fallback"
 ]
 
 
@@ -32,7 +33,8 @@ class CheckResult(BaseModel):
     reward: float
     decided_by: RewardDecider = Field(
         description="rule: math-verify decided; model: the judge's P(correct); match: a string "
-        "or choice check; rubric: the criteria's aggregate; reward_model: the served RM; "
+        "or choice check; rubric: the criteria's aggregate; reward_model: the served RM; code: "
+        "the tests run in the sandbox; "
         "weighted / formula: the components combined; fallback: timed out or failed."
     )
     score: float | None = Field(
@@ -46,6 +48,9 @@ class CheckResult(BaseModel):
     )
     criteria: list[CriterionResult] | None = Field(
         default=None, description="A rubric's criteria, in order."
+    )
+    code: CodeResult | None = Field(
+        default=None, description="A code spec's tests: passed, total and each case's run."
     )
     timed_out: bool = Field(default=False, description="Not decided by deadline_s.")
     failed: str | None = Field(

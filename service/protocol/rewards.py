@@ -18,6 +18,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, field_validator, model_validator
 
 from service.protocol.base import JudgeMode, ServiceModel, _non_blank
+from service.protocol.code import CodeTests
 from service.protocol.decisions import DecisionRequest
 from service.protocol.limits import Documents, ReasoningTokens, Reference, Samples, Text, Texts
 from service.scoring.rewards import (
@@ -232,18 +233,17 @@ class RubricSpec(_Judged):
         return self
 
 
-class CodeSpec(_Spec):
-    """Accepted by name so that it is refused with its reason, never misread."""
+class CodeSpec(_Spec, CodeTests):
+    """The response's code run against ``tests`` in the sandbox (needs code execution on):
+    ``language``, ``test_timeout_s`` and ``code_reward`` as a judgment's code fields."""
 
     type: Literal["code"]
-    tests: Any = None
 
     @model_validator(mode="after")
-    def _refused(self) -> CodeSpec:
-        raise ValueError(
-            "code verification is not available in this version of the service (no sandbox "
-            "runs code yet); verify code items elsewhere, or judge them with type 'model'"
-        )
+    def _has_tests(self) -> CodeSpec:
+        if not self.tests:
+            raise ValueError("a code spec needs tests: [{input, output} or {assert}, ...]")
+        return self
 
 
 class RewardModelSpec(_Spec):

@@ -46,6 +46,7 @@ RUNS: Final[Mapping[JobKind, Run]] = for_every_kind(
         "decision": lambda s, r: s.decisions.decide(r),
         "compare": lambda s, r: s.compare.compare(r),
         "rewards": lambda s, r: s.rewards.rewards(r),
+        "run_code": lambda s, r: s.code.run_code(r),
     },
     "handler",
 )

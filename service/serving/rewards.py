@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.config import RewardSettings
-from service.errors import InvalidRequest, ServiceError
+from service.errors import CodeExecutionDisabled, InvalidRequest, ServiceError
 from service.protocol import OutcomeRequest, Usage
 from service.protocol.base import JudgeMode
 from service.protocol.decisions import PredicateAnswer
@@ -30,6 +30,7 @@ from service.protocol.reward_results import (
 )
 from service.protocol.rewards import (
     ChoiceSpec,
+    CodeSpec,
     MathSpec,
     ModelSpec,
     RewardItem,
@@ -41,6 +42,7 @@ from service.protocol.rewards import (
     rubric_decision,
 )
 from service.scoring import rewards as checks
+from service.serving.code import CodeServing
 from service.serving.context import job_arrival
 from service.serving.decisions import DecisionServing
 from service.serving.outcome import OutcomeServing
@@ -66,12 +68,14 @@ class RewardsServing:
         self,
         outcome: OutcomeServing,
         decisions: DecisionServing,
+        code: CodeServing,
         settings: RewardSettings,
         model_name: str,
         generative: bool,
     ) -> None:
         self._outcome = outcome
         self._decisions = decisions
+        self._code = code
         self._settings = settings
         self._model = model_name
         self._generative = generative
@@ -117,6 +121,13 @@ class RewardsServing:
                         f"{where}: type 'reward_model' needs a reward model served on vLLM's "
                         "pooling runner; this service serves a generative judge (use 'model')"
                     )
+                if isinstance(spec, CodeSpec):
+                    try:
+                        self._code.admit(spec)
+                    except CodeExecutionDisabled:
+                        raise
+                    except InvalidRequest as exc:
+                        raise InvalidRequest(f"{where}: {exc.message}") from exc
                 if isinstance(spec, ModelSpec | RubricSpec) and not self._generative:
                     raise InvalidRequest(
                         f"{where}: type {spec.type!r} needs a generative judge; this service "
@@ -155,6 +166,12 @@ class RewardsServing:
             )
         if isinstance(spec, RubricSpec):
             return await self._rubric(req, item, spec)
+        if isinstance(spec, CodeSpec):
+            res = await self._code.verify(item.response, spec)
+            return _Done(
+                CheckResult(reward=res.reward, decided_by="code", reason=res.reason, code=res),
+                Usage(),
+            )
         if isinstance(spec, MathSpec | ModelSpec | RewardModelSpec):
             return await self._outcome_read(req, item, spec)
         raise InvalidRequest(f"type {spec.type!r} cannot be verified here")  # refused earlier

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from service.config import EngineSettings, RewardSettings, RuleSettings
 from service.engine.base import Engine
 from service.ops.aio import CLOSE_TIMEOUT_S, bounded
+from service.sandbox.runner import Sandbox
 from service.scoring.ties import DTYPE_TOLERANCE
 from service.serving.audit import AuditServing
 from service.serving.cache import CachingEngine, JudgmentStore
 from service.serving.calibrate import CalibrationServing
+from service.serving.code import CodeServing
 from service.serving.compare import CompareServing
 from service.serving.decisions import DecisionServing
 from service.serving.mcq import MCQServing
@@ -49,6 +51,7 @@ class Services:
     decisions: DecisionServing
     compare: CompareServing
     calibrate: CalibrationServing
+    code: CodeServing
     judgments: JudgmentStore | None = None
 
     @classmethod
@@ -62,6 +65,7 @@ class Services:
         rules: RuleSettings | None = None,
         engine_settings: EngineSettings | None = None,
         tie_tolerance: float = DTYPE_TOLERANCE["bfloat16"],
+        sandbox: Sandbox | None = None,
     ) -> Services:
         """Serving objects over ``engine``; with a store, judgments go through the cache. A
         pooling reward model or PRM gets the pooled outcome and process paths."""
@@ -87,7 +91,8 @@ class Services:
         mcq = MCQServing(engine, model_name, mcq_calibrations)
         decisions = DecisionServing(engine, model_name, mcq_calibrations)
         reward_cfg = reward or RewardSettings()
-        rewards = RewardsServing(outcome, decisions, reward_cfg, model_name, generative)
+        code = CodeServing(sandbox)
+        rewards = RewardsServing(outcome, decisions, code, reward_cfg, model_name, generative)
         return cls(
             engine=engine,
             audit=AuditServing(engine, model_name),
@@ -104,6 +109,7 @@ class Services:
             decisions=decisions,
             compare=compare,
             calibrate=CalibrationServing(outcome, compare, decisions, mcq, model_name),
+            code=code,
             judgments=judgments,
         )
 

@@ -90,6 +90,10 @@ REQUESTS: dict[JobKind, dict[str, Any]] = {
                     },
                     # (options would have to match a grown answer: tests/unit/test_rewards.py)
                     "c": {"type": "choice", "answer": "eighteen"},
+                    "k": {
+                        "type": "code",
+                        "tests": [{"input": "2", "output": "4"}, {"assert": "1"}],
+                    },
                     "r": {
                         "type": "rubric",
                         "criteria": [{"text": "Shows the computation."}],
@@ -102,6 +106,7 @@ REQUESTS: dict[JobKind, dict[str, Any]] = {
         "mode": "reasoning",
         "reasoning_tokens": 64,
     },
+    "run_code": {"code": "print(input())", "language": "python", "stdin": "hello"},
 }
 
 # What each kind bounds: a field lost from a model shows up here.
@@ -123,6 +128,7 @@ KINDS: dict[JobKind, set[LimitKind]] = {
     "decision": {"text", "samples", "reasoning_tokens"},
     "compare": {"text", "reference", "documents", "samples", "reasoning_tokens"},
     "rewards": {"text", "reference", "documents", "samples", "reasoning_tokens"},
+    "run_code": {"text"},
 }
 
 # Small limits, so that over each one is cheap; the defaults of every request are within them.

@@ -222,7 +222,12 @@ def _item(**kw: Any) -> dict[str, Any]:
             "items.0.verifier.string",
             "takes `reference`",
         ),
-        (_item(verifier={"type": "code", "tests": ["assert f(1) == 2"]}), "code", "sandbox"),
+        (_item(verifier={"type": "code", "tests": []}), "items.0.verifier.code", "0 cases"),
+        (
+            _item(verifier={"type": "code", "tests": [{"input": "1"}]}),
+            "items.0.verifier.code.tests.0",
+            "either {'input', 'output'}",
+        ),
         (_item(), "items.0", "exactly one of"),
         (
             _item(verifier={"type": "model"}, components={"a": {"type": "model"}}),

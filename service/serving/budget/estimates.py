@@ -506,6 +506,11 @@ def _pooling_request(req: ClassifyRequest | PoolingRequest) -> Estimate:
     return Estimate.of(sum(sizes), 0, len(sizes))
 
 
+def _run_code(_req: BaseModel) -> Estimate:
+    """A sandbox run: no engine token (the pool's concurrency cap bounds it, not the budget)."""
+    return ZERO
+
+
 # kind -> its estimator, which takes that kind's JobSpec.request (checked in `estimate`).
 ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
     {
@@ -526,6 +531,7 @@ ESTIMATORS: Final[Mapping[JobKind, Callable[[Any], Estimate]]] = for_every_kind(
         "decision": _decision,
         "compare": _compare,
         "rewards": _rewards,
+        "run_code": _run_code,
     },
     "estimator",
 )

@@ -1,0 +1,248 @@
+"""Runs programs in the sandbox through a pool: a concurrency cap, a uid per slot, and every
+run bounded by its wall time, its output size and the rlimits of ``isolation``.
+
+A run is one asyncio subprocess; the event loop never blocks on it, so a hung program holds a
+pool slot until its wall limit, never a judgment. The one outer process is killed with its
+process group; bubblewrap's ``--die-with-parent`` then ends the run's PID namespace, so a child
+that double-forked and called ``setsid`` dies with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+from service.config import CodeSettings
+from service.sandbox.isolation import RUN_ENV, RunLimits, Tools, check, command, uid_base
+
+logger = logging.getLogger(__name__)
+
+RunStatus = Literal["finished", "timeout", "output_limit", "error"]
+
+# Bound on reaping a killed run and draining its pipes (the kernel ends the namespace at once).
+REAP_TIMEOUT_S = 5.0
+# How long bwrap gets to reap its killed child and exit before its whole group is killed.
+KILL_GRACE_S = 1.0
+# Exit statuses that mean the CPU-time rlimit ended the run (SIGXCPU, or SIGKILL past the hard cap).
+_CPU_SIGNALS = (signal.SIGXCPU, signal.SIGKILL)
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """What to run: files written into the scratch directory and the command, run there."""
+
+    files: dict[str, bytes]
+    argv: list[str]
+    stdin: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    status: RunStatus
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    time_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Language:
+    """How a language's source runs: its file name and its command (the interpreter first)."""
+
+    source: str
+    argv: tuple[str, ...]
+
+
+class Sandbox:
+    """The pool. ``Sandbox.start`` checks the host first and refuses if it cannot confine."""
+
+    def __init__(self, cfg: CodeSettings, tools: Tools) -> None:
+        self._cfg = cfg
+        self._tools = tools
+        self._slots = asyncio.Semaphore(cfg.max_concurrency)
+        base = uid_base(cfg)
+        self._uids: deque[int] = deque(range(base, base + cfg.max_concurrency))
+        self.languages: dict[str, Language] = {
+            "python": Language("main.py", (tools.python, "-I", "-B", "main.py")),
+        }
+        if os.access("/bin/bash", os.X_OK):
+            self.languages["bash"] = Language("main.sh", ("/bin/bash", "main.sh"))
+        self.running = 0
+
+    @classmethod
+    def start(cls, cfg: CodeSettings) -> Sandbox:
+        """Check the isolation (``SandboxUnavailable`` if a part is missing), then the pool."""
+        return cls(cfg, check(cfg))
+
+    @property
+    def settings(self) -> CodeSettings:
+        return self._cfg
+
+    def limits(self, wall_s: float | None = None, memory_mb: int | None = None) -> RunLimits:
+        return RunLimits.of(self._cfg, wall_s or self._cfg.run_timeout_s, memory_mb)
+
+    def program(
+        self,
+        language: str,
+        code: str,
+        stdin: str | None = None,
+        files: dict[str, bytes] | None = None,
+    ) -> Program:
+        lang = self.languages[language]
+        return Program(
+            files={**(files or {}), lang.source: code.encode()},
+            argv=list(lang.argv),
+            stdin=None if stdin is None else stdin.encode(),
+        )
+
+    async def run(self, program: Program, limits: RunLimits) -> RunResult:
+        async with self._slots:
+            uid = self._uids.popleft()
+            self.running += 1
+            try:
+                return await self._run(uid, program, limits)
+            finally:
+                self.running -= 1
+                self._uids.append(uid)
+
+    async def _run(self, uid: int, program: Program, limits: RunLimits) -> RunResult:
+        fds = {path: _memfd(path, data) for path, data in program.files.items()}
+        start = time.perf_counter()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command(self._tools, uid, limits, fds, program.argv),
+                stdin=asyncio.subprocess.PIPE
+                if program.stdin is not None
+                else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=tuple(fds.values()),
+                env=dict(RUN_ENV),
+                # one group to kill: setpriv, prlimit and bwrap exec in turn
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return RunResult("error", None, "", f"the sandbox could not start: {exc}", 0.0)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        return await self._supervise(proc, program, limits, start)
+
+    async def _supervise(
+        self, proc: asyncio.subprocess.Process, program: Program, limits: RunLimits, start: float
+    ) -> RunResult:
+        cap = self._cfg.max_output_kb * 1024
+        over = asyncio.Event()
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        out, err = bytearray(), bytearray()
+        readers = [
+            asyncio.ensure_future(_drain(proc.stdout, out, cap, over)),
+            asyncio.ensure_future(_drain(proc.stderr, err, cap, over)),
+        ]
+        feeder = asyncio.ensure_future(_feed(proc, program.stdin))
+        exited = asyncio.ensure_future(proc.wait())
+        overflow = asyncio.ensure_future(over.wait())
+        try:
+            await asyncio.wait(
+                {exited, overflow}, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            overflow.cancel()
+            killed = not exited.done()
+            if killed:
+                _kill(proc)
+                await asyncio.wait({exited}, timeout=KILL_GRACE_S)
+                if not exited.done():
+                    _kill_group(proc)
+            # Bounded: the kernel ends the namespace at once; if not, the run is left, not awaited.
+            await asyncio.wait({exited, feeder, *readers}, timeout=REAP_TIMEOUT_S)
+            for task in (exited, feeder, *readers):
+                task.cancel()
+        elapsed = (time.perf_counter() - start) * 1000
+        code = proc.returncode
+        stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+        if over.is_set():
+            return RunResult("output_limit", None, stdout, stderr, elapsed)
+        if killed or _cpu_capped(code):
+            return RunResult("timeout", None, stdout, stderr, elapsed)
+        if code == 1 and stderr.startswith("bwrap: "):  # the sandbox itself failed to start
+            return RunResult("error", None, stdout, stderr, elapsed)
+        return RunResult("finished", code, stdout, stderr, elapsed)
+
+    def stray_processes(self) -> list[int]:
+        """Pids still running under this pool's uids (none once every run has returned)."""
+        uids = set(range(uid_base(self._cfg), uid_base(self._cfg) + self._cfg.max_concurrency))
+        stray = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}").st_uid in uids:
+                    stray.append(int(entry))
+        return stray
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """An in-memory file bwrap copies into the scratch directory (nothing touches the disk)."""
+    fd = os.memfd_create(name.replace("/", "_"), 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+async def _drain(
+    stream: asyncio.StreamReader, into: bytearray, cap: int, over: asyncio.Event
+) -> None:
+    """Keep ``cap`` bytes, then flag the run; reading goes on (discarding) until EOF, since a
+    reader that stops pauses its pipe and the process's end would never be seen."""
+    while chunk := await stream.read(65536):
+        room = cap - len(into)
+        if room > 0:
+            into += chunk[:room]
+        if len(chunk) > room:
+            over.set()
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
+    if data is None or proc.stdin is None:
+        return
+    # A program that never reads its stdin, or exits first, is not an error of the service.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+        proc.stdin.close()
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    """Kill the run's namespace init (bwrap's child: the program), which ends the namespace and
+    lets bwrap reap it and exit; killing bwrap first would orphan the init as a zombie on a host
+    whose init reaps nothing. The group kill covers a run killed before bwrap forked."""
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            children = [int(pid) for pid in f.read().split()]
+    except OSError:
+        children = []
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    if not children:
+        _kill_group(proc)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _cpu_capped(code: int | None) -> bool:
+    if code is None:
+        return False
+    return any(code in (-sig, 128 + sig) for sig in _CPU_SIGNALS)
