@@ -44,6 +44,7 @@ OUT = bench.OUT
 # dashes>` runs each, and `verifier bench <name> --help` shows its options. The one registry:
 # the commands, `verifier bench --help` and the tests all read it.
 SCRIPTS: Final = (
+    "code",
     "group_calls",
     "judge_throughput",
     "judgment_cache",

@@ -43,6 +43,7 @@ from service.evals.report import (
     calibration_grid,
     calibration_rows,
     choices_only_rows,
+    code_rows,
     compare_rows,
     decision_calibration_grid,
     decision_calibration_rows,
@@ -311,6 +312,38 @@ def reference_cmd(
         )
 
     _run("reference", job, output, reference_rows)
+
+
+@eval_app.command("code")
+def code_cmd(
+    output: OutputOpt,
+    data: DataOpt = None,
+    limit: LimitOpt = None,
+    url: UrlOpt = DEFAULT_URL,
+    samples: Annotated[Path | None, typer.Option(help="HumanEval-format samples.")] = None,
+    judge: Annotated[bool, typer.Option(help="Also read the judge's P(correct).")] = False,
+    test_timeout: Annotated[float, typer.Option(min=0.1)] = 10.0,
+    concurrency: Annotated[int, typer.Option(min=1)] = 4,
+) -> None:
+    """HumanEval's references and broken references through the code sandbox (and the judge):
+    pass rates and agreement with labels (docs/methods.md L; needs VERIFIER_CODE__ENABLED)."""
+    from service.evals import code
+
+    path = resolve_data(data, code.DEFAULT_FILE)
+
+    def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
+        return code.run_code_eval(
+            url,
+            path,
+            limit,
+            samples=samples,
+            judge=judge,
+            timeout_s=test_timeout,
+            concurrency=concurrency,
+            progress=progress,
+        )
+
+    _run("code", job, output, code_rows)
 
 
 LambdaFitOpt = Annotated[

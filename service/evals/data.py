@@ -303,3 +303,60 @@ def read_items(path: Path) -> tuple[list[GoldItem], list[Skipped]]:
     if path.suffix.lower() == ".csv":
         return read_mcqa_csv(path)
     return read_arc(path)
+
+
+# --- HumanEval (code verification, docs/methods.md L) -----------------------------------------
+
+
+class HumanEvalRow(DataRow):
+    """One task of HumanEval.jsonl.gz: the function's signature and docstring (``prompt``), a
+    reference body, the ``check(candidate)`` test and the function's name."""
+
+    task_id: str
+    prompt: str
+    canonical_solution: str
+    test: str
+    entry_point: str
+
+    @property
+    def canonical(self) -> str:
+        return self.prompt + self.canonical_solution
+
+    @property
+    def broken(self) -> str:
+        """The reference with its return statements removed (it runs, and returns None)."""
+        return self.prompt + without_returns(self.canonical_solution)
+
+    @property
+    def check(self) -> str:
+        """The assertion case: the test's ``check`` called on the function."""
+        return f"{self.test}\ncheck({self.entry_point})\n"
+
+
+def load_humaneval(path: Path, limit: int | None = None) -> list[HumanEvalRow]:
+    """The first ``limit`` tasks of a HumanEval JSONL file (gzipped when it ends in .gz)."""
+    import gzip
+
+    _check_limit(limit)
+    opener = gzip.open if path.suffix == ".gz" else open
+    rows: list[HumanEvalRow] = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if limit is not None and len(rows) >= limit:
+                break
+            if not line.strip():
+                continue
+            try:
+                rows.append(HumanEvalRow.model_validate_json(line))
+            except ValidationError as exc:
+                raise ValueError(f"{path}:{number}: {row_error(exc)}") from exc
+    return rows
+
+
+_RETURN = re.compile(r"^([ \t]*)return\b.*$", re.MULTILINE)
+
+
+def without_returns(code: str) -> str:
+    """``code`` with every line that starts a return statement replaced by ``pass`` (the broken
+    solutions of the code eval: they run, and return None)."""
+    return _RETURN.sub(r"\1pass", code)

@@ -117,6 +117,32 @@ def reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def code_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Pass rates per candidate kind, the tests' and the judge's agreement, Best-of-N."""
+    rows = [("tasks", fmt(result["n_tasks"]))]
+    rows += [
+        (f"pass rate {k} (n={result['n'][k]})", fmt(v, 4)) for k, v in result["pass_rate"].items()
+    ]
+    rows.append(("tests agree with labels", fmt(result["tests_agreement"], 4)))
+    if "judge_accuracy" in result:
+        rows.append(
+            (
+                "judge accuracy, AUROC",
+                f"{fmt(result['judge_accuracy'], 4)}, {fmt(result['judge_auroc'], 4)}",
+            )
+        )
+    bon = result["best_of_n"]
+    if bon is not None:
+        rows.append(
+            (
+                "best-of-n: random, judge pick, oracle",
+                f"{fmt(bon['random'], 4)}, {fmt(bon['judge_pick'], 4)}, {fmt(bon['oracle'], 4)}",
+            )
+        )
+    rows.append(("candidates / s", fmt(result["runs_per_s"], 1)))
+    return rows
+
+
 def mcq_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Per method: accuracy, chance, RStd, cost per item and the letters it picks."""
     rows = [

@@ -25,6 +25,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "tradeoff": ["--base-url", URL],
     "rewards": ["--url", URL],
     "rewards-mixed": ["--url", URL],
+    "code": ["--url", URL],
     "group-calls": ["--url", URL],
     "precision": ["--url", URL],
     "schema-fuzz": ["--url", URL],

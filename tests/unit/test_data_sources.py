@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -26,6 +27,7 @@ def test_sources_lists_the_data_sets() -> None:
         "processbench/gsm8k.json",
         "arc/ARC-Challenge-Dev.jsonl",
         "popmcq/pool.jsonl",
+        "humaneval/HumanEval.jsonl.gz",
     }
 
 
@@ -52,6 +54,8 @@ def test_row_counts_match_sources() -> None:
     assert lines("arc/ARC-Challenge-Dev.jsonl") == 299
     assert lines("popmcq/pool.jsonl") == 64
     assert len(json.loads((PROJECT_DATA / "processbench/gsm8k.json").read_text())) == 400
+    with gzip.open(PROJECT_DATA / "humaneval/HumanEval.jsonl.gz", "rt") as handle:
+        assert sum(1 for line in handle if line.strip()) == 164
 
 
 def test_default_data_dir_is_the_projects_own(
