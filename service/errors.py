@@ -87,12 +87,14 @@ class CodeExecutionDisabled(InvalidRequest):
 
     type = "code_execution_disabled"
 
-    def __init__(self) -> None:
-        super().__init__(
-            "code execution is off on this service: start it (the API and its workers) with "
-            "VERIFIER_CODE__ENABLED=true on a host with bubblewrap (docs/reliability.md, "
-            "'The code sandbox'); /v1/models says whether it is on"
-        )
+    # The message travels with the job's error and is rebuilt from it in the API process.
+    def __init__(
+        self,
+        message: str = "code execution is off on this service: start it (the API and its "
+        "workers) with VERIFIER_CODE__ENABLED=true on a host with bubblewrap "
+        "(docs/reliability.md, 'The code sandbox'); /v1/models says whether it is on",
+    ) -> None:
+        super().__init__(message)
 
 
 class PayloadTooLarge(ServiceError):

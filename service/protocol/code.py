@@ -72,7 +72,8 @@ class CodeTests(ServiceModel):
         default="python",
         description="The language of the response's code (its last fenced block in that "
         "language, else its last untagged block, else the whole response when it has no "
-        "fence). `python`; `bash` where /bin/bash exists. Assertion cases need python.",
+        "fence). `python`; `bash` and `nodejs` where the host has them (/v1/models lists "
+        "code_languages). Assertion cases need python.",
     )
     test_timeout_s: float | None = Field(
         default=None, gt=0, description="Wall time per case; default VERIFIER_CODE__RUN_TIMEOUT_S."
@@ -116,7 +117,9 @@ class RunCodeRequest(ServiceModel):
     """SandboxFusion's ``RunCodeRequest`` (what verl's and ROLL's sandbox clients send)."""
 
     code: Annotated[str, Text]
-    language: str = Field(description="python (python3 accepted), bash where present.")
+    language: str = Field(
+        description="python (python3 accepted), bash and nodejs (javascript) where present."
+    )
     stdin: Annotated[str | None, Text] = None
     compile_timeout: float = Field(default=10.0, description="Unused: no compiled language.")
     run_timeout: float = Field(

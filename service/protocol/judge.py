@@ -18,6 +18,7 @@ from service.protocol.base import (
 )
 from service.protocol.calibrate import CalibratedFields, CalibrationChoice, check_outcome_method
 from service.protocol.calibrated import CalibrationInfo
+from service.protocol.code import CodeResult, CodeTests
 from service.protocol.compare import CompareSpec, CompareSummary
 from service.protocol.limits import (
     Documents,
@@ -87,14 +88,22 @@ class ReferenceOptions(ReferenceTexts):
 
     @model_validator(mode="after")
     def _rule_needs_reference(self) -> ReferenceOptions:
-        if self.verifier in ("rule", "hybrid") and self.reference is None:
-            raise ValueError(f"verifier={self.verifier!r} needs a reference: send `reference`")
+        tests = getattr(self, "tests", None)  # a request that takes code tests (CodeTests)
+        if self.verifier in ("rule", "hybrid") and self.reference is None and not tests:
+            takes_tests = "tests" in type(self).model_fields
+            what = "a reference: send `reference`" + (" or `tests`" if takes_tests else "")
+            raise ValueError(f"verifier={self.verifier!r} needs {what}")
+        if tests and self.verifier == "model":
+            raise ValueError(
+                "tests run with verifier 'rule' (the tests alone) or 'hybrid' (the tests, and the "
+                "model ordering responses the tests tie); verifier='model' takes no tests"
+            )
         return self
 
     def resolved_verifier(self) -> VerifierKind:
         if self.verifier is not None:
             return self.verifier
-        return "hybrid" if self.reference is not None else "model"
+        return "hybrid" if self.reference is not None or getattr(self, "tests", None) else "model"
 
 
 class RuleInfo(BaseModel):
@@ -106,10 +115,12 @@ class RuleInfo(BaseModel):
     reason: Reason
 
 
-DecidedBy = Literal["rule", "model"]
+DecidedBy = Literal["rule", "model", "code"]
 
 
-class OutcomeRequest(JudgeOptions, ReferenceOptions, CalibrationChoice, QuestionResponse):
+class OutcomeRequest(
+    JudgeOptions, ReferenceOptions, CodeTests, CalibrationChoice, QuestionResponse
+):
     """POST /v1/judge/outcome."""
 
     return_rationale: bool = False
@@ -150,9 +161,11 @@ class _OutcomeFields(BaseModel):
     mode: JudgeMode
     model: str
     decided_by: DecidedBy | None = Field(
-        default=None, description="rule or model; null when verifier=rule could not decide."
+        default=None,
+        description="rule, code (the tests) or model; null when verifier=rule could not decide.",
     )
     rule: RuleInfo | None = Field(default=None, description="The rule check, when one ran.")
+    code: CodeResult | None = Field(default=None, description="The tests' runs, when sent.")
     rationale: str | None = None
     samples: list[SampleJudgment] | None = None
 
@@ -297,7 +310,7 @@ class ProcessResponse(Metered, _ProcessFields):
 ScoreMethod = Literal["outcome", "process", "fused", "compare"]
 
 
-class ScoreOptions(JudgeOptions, ProcessOptions, ReferenceOptions):
+class ScoreOptions(JudgeOptions, ProcessOptions, ReferenceOptions, CodeTests):
     mode: ProcessMode = Field(  # type: ignore[assignment]
         default="direct",
         description="Judging mode; with single_pass the outcome part runs direct.",
@@ -327,6 +340,8 @@ class ScoreOptions(JudgeOptions, ProcessOptions, ReferenceOptions):
                     f"verifier={self.verifier!r} with method='compare': a comparison is read by "
                     "the model (the reference is shown to it); use verifier='model' or unset"
                 )
+            if self.tests:
+                raise ValueError("tests with method='compare': use method='outcome'")
         elif self.compare is not None:
             raise ValueError("compare options apply to method='compare' only")
         if self.mode == "single_pass" and self.samples > 1:
@@ -389,9 +404,15 @@ class ScoreResult(BaseModel):
     first_error_step: int | None = None
     n_steps: int | None = None
     decided_by: DecidedBy | None = Field(
-        default=None, description="Who decided the outcome part: rule or model."
+        default=None, description="Who decided the outcome part: rule, code or model."
     )
     rule: RuleInfo | None = Field(default=None, description="The rule check, when one ran.")
+    code: CodeResult | None = Field(default=None, description="The tests' runs, when sent.")
+    tiebreak: float | None = Field(
+        default=None,
+        description="verifier 'hybrid' with tests: the model's P(correct), which orders the "
+        "responses whose tests give the same final.",
+    )
 
 
 # Shared by the score and rerank responses (docs/methods.md I.3).
@@ -477,6 +498,12 @@ class RerankResult(BaseModel):
     document: RerankDocument | None = None
     decided_by: DecidedBy | None = None
     rule: RuleInfo | None = None
+    code: CodeResult | None = None
+    tiebreak: float | None = Field(
+        default=None,
+        description="verifier 'hybrid' with tests: the model's P(correct), which orders "
+        "documents of equal pass rate.",
+    )
 
 
 class RerankMeta(BaseModel):

@@ -72,8 +72,11 @@ class Sandbox:
         self.languages: dict[str, Language] = {
             "python": Language("main.py", (tools.python, "-I", "-B", "main.py")),
         }
+        # Other interpreters where the host has them under the system directories.
         if os.access("/bin/bash", os.X_OK):
             self.languages["bash"] = Language("main.sh", ("/bin/bash", "main.sh"))
+        if os.access("/usr/bin/node", os.X_OK):
+            self.languages["nodejs"] = Language("main.js", ("/usr/bin/node", "main.js"))
         self.running = 0
 
     @classmethod

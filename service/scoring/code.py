@@ -19,12 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from service.scoring.ties import tie_groups
+
 ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "python": ("python", "py", "python3"),
     "bash": ("bash", "sh", "shell"),
+    "nodejs": ("javascript", "js", "node", "nodejs"),
 }
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([^\n`]*)\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
 STDERR_TAIL: Final = 500
+# Two finals from the same pass count are equal floats; nothing else is within this.
+SAME_FINAL: Final = 1e-12
 
 Outcome = Literal["passed", "failed", "timeout", "error"]
 
@@ -92,3 +97,16 @@ def reward(outcomes: Sequence[Outcome], rule: Literal["all_pass", "fraction"]) -
 
 def tail(text: str) -> str:
     return text[-STDERR_TAIL:]
+
+
+def rank_with_tiebreak(finals: Sequence[float | None], tiebreak: Sequence[float]) -> list[int]:
+    """Best first by the tests' final, equal finals by the model's score, then lowest index;
+    an undecided final (None) after every decided one."""
+    primary = [-1.0 if f is None else f for f in finals]
+    return sorted(range(len(finals)), key=lambda i: (-primary[i], -tiebreak[i], i))
+
+
+def split_ties(groups: list[list[int]], finals: Sequence[float | None]) -> list[list[int]]:
+    """Tie groups of the tiebreak scores kept only within one final (the tests told apart
+    what the model cannot)."""
+    return [tied for group in groups for tied in tie_groups(finals, group, SAME_FINAL)]

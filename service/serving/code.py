@@ -26,7 +26,14 @@ from service.sandbox.runner import Program, RunResult, Sandbox
 from service.scoring import code as checks
 
 # ROLL's sandbox client sends the code fence's tag as the language.
-LANGUAGE_ALIASES = {"python3": "python", "py": "python", "sh": "bash"}
+LANGUAGE_ALIASES = {
+    "python3": "python",
+    "py": "python",
+    "sh": "bash",
+    "javascript": "nodejs",
+    "js": "nodejs",
+    "node": "nodejs",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from service.engine.base import Engine, JudgeCall, JudgeResult, TokenUsage
 from service.protocol import OutcomeRequest, OutcomeResponse, SampleJudgment, Usage
+from service.protocol.code import CodeTests
 from service.protocol.judge import ReferenceOptions, RuleInfo
 from service.scoring import prompts
 from service.scoring.answers import RuleCheck
 from service.scoring.outcome import combine_samples, sigmoid, verdict
+from service.serving.code import CodeServing
 from service.serving.rules import RuleVerifier
 
 
@@ -69,13 +71,22 @@ def sample_judgments(results: list[JudgeResult], with_rationale: bool) -> list[S
 class OutcomeServing:
     """Serves POST /v1/judge/outcome."""
 
-    def __init__(self, engine: Engine, model_name: str, rules: RuleVerifier | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        model_name: str,
+        rules: RuleVerifier | None = None,
+        code: CodeServing | None = None,
+    ) -> None:
         self._engine = engine
         self._model = model_name
         # the pool starts at the first check: a service that never gets a reference runs none
         self._rules = rules or RuleVerifier()
+        self._code = code or CodeServing(None)
 
     async def judge(self, req: OutcomeRequest) -> OutcomeResponse:
+        if req.tests:  # the tests decide (a ranking asks the model separately to break ties)
+            return await self._by_tests(req)
         verifier = req.resolved_verifier()
         info = None
         if verifier != "model":
@@ -87,6 +98,25 @@ class OutcomeServing:
         resp = await self._by_model(req)
         resp.rule = info
         return resp
+
+    def admit_tests(self, tests: CodeTests) -> None:
+        """Refuse, before any engine work, tests this service cannot run (code off, a
+        language not served)."""
+        self._code.admit(tests)
+
+    async def _by_tests(self, req: OutcomeRequest) -> OutcomeResponse:
+        """The tests' reward (1/0, or the pass share), no engine call."""
+        res = await self._code.verify(req.response, req)
+        return OutcomeResponse(
+            score=res.reward,
+            logit=None,
+            verdict=verdict(res.reward),
+            mode=req.mode,
+            model=self._model,
+            decided_by="code",
+            code=res,
+            usage=Usage(),
+        )
 
     def _by_rule(self, req: OutcomeRequest, info: RuleInfo) -> OutcomeResponse:
         """The rule's decision: 1 or 0, no engine call; undecided (rule only): null."""

@@ -16,6 +16,7 @@ from service.protocol import OutcomeRequest, OutcomeResponse, ProcessRequest, Us
 from service.protocol.judge import JudgeOptions, ReferenceOptions
 from service.scoring import pooled
 from service.scoring.outcome import sigmoid, verdict
+from service.serving.code import CodeServing
 from service.serving.outcome import OutcomeServing
 from service.serving.process import ProcessServing, SplitServing, StepJudgments
 from service.serving.rules import RuleVerifier
@@ -113,9 +114,14 @@ class PooledOutcomeServing(OutcomeServing):
     """POST /v1/judge/outcome on a pooling model: rule check as before, then the reward."""
 
     def __init__(
-        self, engine: Engine, model_name: str, reader: PooledReader, rules: RuleVerifier | None
+        self,
+        engine: Engine,
+        model_name: str,
+        reader: PooledReader,
+        rules: RuleVerifier | None,
+        code: CodeServing | None = None,
     ) -> None:
-        super().__init__(engine, model_name, rules)
+        super().__init__(engine, model_name, rules, code)
         self._reader = reader
 
     async def judge(self, req: OutcomeRequest) -> OutcomeResponse:

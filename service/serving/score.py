@@ -23,7 +23,9 @@ from service.protocol import (
     ScoreResult,
     Usage,
 )
+from service.protocol.code import CodeTests
 from service.protocol.compare import CompareRequest
+from service.scoring import code as code_checks
 from service.scoring.fusion import fuse, rank
 from service.scoring.ties import DTYPE_TOLERANCE, tie_groups
 from service.serving.compare import CompareServing
@@ -36,6 +38,11 @@ def _final(outcome: float | None, process: float | None, alpha: float) -> float 
     if outcome is not None and process is not None:
         return fuse(outcome, process, alpha)
     return outcome if outcome is not None else process
+
+
+def _breaks_ties(opts: ScoreOptions) -> bool:
+    """verifier hybrid with tests, outcome scores: the model's P(correct) orders equal finals."""
+    return bool(opts.tests) and opts.method == "outcome" and opts.resolved_verifier() == "hybrid"
 
 
 def _ranking(finals: list[float | None]) -> list[int]:
@@ -65,26 +72,26 @@ class ScoreServing:
 
     async def _one(
         self, opts: ScoreOptions, question: str, response: str
-    ) -> tuple[OutcomeResponse | None, ProcessResponse | None]:
+    ) -> tuple[OutcomeResponse | None, ProcessResponse | None, OutcomeResponse | None]:
         judge_opts = opts.model_dump(include=set(JudgeOptions.model_fields))
         process_opts = opts.model_dump(include=set(ProcessOptions.model_fields))
-        # The reference goes to both parts; the verifier only to the outcome (steps are
-        # always judged by the model).
+        # The reference goes to both parts; the verifier and the tests only to the outcome
+        # (steps are always judged by the model).
         ref_opts = {"reference": opts.reference, "criteria": opts.criteria}
-        out_task = proc_task = None
+        code_opts = opts.model_dump(include=set(CodeTests.model_fields))
+        out_task = proc_task = tie_task = None
         if opts.method in ("outcome", "fused"):
             mode = "direct" if opts.mode == "single_pass" else opts.mode
+            base = {**judge_opts, **ref_opts, "mode": mode, "question": question}
             req = OutcomeRequest.model_validate(
-                {
-                    **judge_opts,
-                    **ref_opts,
-                    "verifier": opts.verifier,
-                    "mode": mode,
-                    "question": question,
-                    "response": response,
-                }
+                {**base, **code_opts, "verifier": opts.verifier, "response": response}
             )
             out_task = asyncio.ensure_future(self._outcome.judge(req))
+            if _breaks_ties(opts):  # the model orders what the tests tie
+                tie = OutcomeRequest.model_validate(
+                    {**base, "verifier": "model", "response": response}
+                )
+                tie_task = asyncio.ensure_future(self._outcome.judge(tie))
         if opts.method in ("process", "fused"):
             preq = ProcessRequest.model_validate(
                 {
@@ -99,20 +106,23 @@ class ScoreServing:
         try:
             outcome = await out_task if out_task else None
             process = await proc_task if proc_task else None
+            tiebreak = await tie_task if tie_task else None
         finally:
-            for t in (out_task, proc_task):
+            for t in (out_task, proc_task, tie_task):
                 if t is not None and not t.done():
                     t.cancel()
-        return outcome, process
+        return outcome, process, tiebreak
 
     async def score(self, req: ScoreRequest) -> ScoreResponse:
         if req.method == "compare":
             return await self._by_comparison(req)
+        if req.tests:  # before any engine work: the tiebreak reads start beside the tests
+            self._outcome.admit_tests(req)
         pairs = await asyncio.gather(*(self._one(req, req.question, r) for r in req.responses))
         usage = Usage()
         results: list[ScoreResult] = []
-        for i, (outcome, process) in enumerate(pairs):
-            for part in (outcome, process):
+        for i, (outcome, process, tie) in enumerate(pairs):
+            for part in (outcome, process, tie):
                 if part is not None:
                     usage += part.usage
             o = outcome.score if outcome else None
@@ -128,17 +138,25 @@ class ScoreServing:
                     n_steps=len(process.steps) if process else None,
                     decided_by=outcome.decided_by if outcome else None,
                     rule=outcome.rule if outcome else None,
+                    code=outcome.code if outcome else None,
+                    tiebreak=tie.score if tie else None,
                 )
             )
         finals = [r.final for r in results]
-        ranking = _ranking(finals)
+        if _breaks_ties(req):
+            tiebreaks = [r.tiebreak or 0.0 for r in results]
+            ranking = code_checks.rank_with_tiebreak(finals, tiebreaks)
+            ties = code_checks.split_ties(self._ties(list(tiebreaks), ranking), finals)
+        else:
+            ranking = _ranking(finals)
+            ties = self._ties(finals, ranking)
         return ScoreResponse(
             method=req.method,
             alpha=req.alpha,
             model=self._model,
             results=results,
             ranking=ranking,
-            ties=self._ties(finals, ranking),
+            ties=ties,
             tie_tolerance=self._tie_tolerance,
             usage=usage,
         )
@@ -197,6 +215,8 @@ class ScoreServing:
                 document=RerankDocument(text=texts[i]) if req.return_documents else None,
                 decided_by=scored.results[i].decided_by,
                 rule=scored.results[i].rule,
+                code=scored.results[i].code,
+                tiebreak=scored.results[i].tiebreak,
             )
             for i in order
         ]

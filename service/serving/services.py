@@ -74,16 +74,17 @@ class Services:
         rule_cfg = rules or RuleSettings()
         verifier = RuleVerifier(workers=rule_cfg.workers, timeout_s=rule_cfg.timeout_s)
         split = SplitServing(engine)
+        code = CodeServing(sandbox)
         outcome: OutcomeServing
         process: ProcessServing
         generative = engine.model_info().kind == "generative"
         if generative:
-            outcome = OutcomeServing(engine, model_name, verifier)
+            outcome = OutcomeServing(engine, model_name, verifier, code)
             process = ProcessServing(engine, split, model_name)
         else:
             cfg = engine_settings or EngineSettings()
             reader = PooledReader(engine, cfg.reward_system_prompt, cfg.positive_class)
-            outcome = PooledOutcomeServing(engine, model_name, reader, verifier)
+            outcome = PooledOutcomeServing(engine, model_name, reader, verifier, code)
             process = PooledProcessServing(engine, split, model_name, reader)
         mcq_calibrations = calibrations or MemoryCalibrations()
         compare = CompareServing(engine, model_name, mcq_calibrations)
@@ -91,7 +92,6 @@ class Services:
         mcq = MCQServing(engine, model_name, mcq_calibrations)
         decisions = DecisionServing(engine, model_name, mcq_calibrations)
         reward_cfg = reward or RewardSettings()
-        code = CodeServing(sandbox)
         rewards = RewardsServing(outcome, decisions, code, reward_cfg, model_name, generative)
         return cls(
             engine=engine,

@@ -4,6 +4,7 @@ sandbox clients send to ``/run_code``, code specs in ``/v1/rewards``, and ``/v1/
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -81,7 +82,7 @@ def test_roll_sandbox_body_with_its_extra_field_and_fence_language(server: Any) 
 def test_an_unknown_language_is_a_422_naming_the_served_ones(server: Any) -> None:
     r = httpx.post(server.url + "/run_code", json={"code": "x", "language": "cobol"}, timeout=60)
     assert r.status_code == 422
-    assert "served: bash, python" in r.json()["error"]["message"]
+    assert re.search(r"served: bash, (nodejs, )?python$", r.json()["error"]["message"])
 
 
 def test_code_specs_in_a_mixed_rewards_batch(server: Any) -> None:
@@ -124,3 +125,30 @@ def test_code_specs_in_a_mixed_rewards_batch(server: Any) -> None:
     assert results[3]["components"]["tests"]["code"]["passed"] == 1
     assert results[4]["decided_by"] == "rule"
     assert r.json()["usage"]["total_tokens"] == 0  # rule checks and runs cost no engine token
+
+
+def test_outcome_and_rerank_take_tests_where_a_reference_goes(server: Any) -> None:
+    tests = [{"input": "2", "output": "4"}, {"input": "10", "output": "20"}]
+    out = httpx.post(
+        server.url + "/v1/judge/outcome",
+        json={"question": "Read n, print 2n.", "response": SOLUTION, "tests": tests},
+        timeout=60,
+    ).json()
+    assert (out["score"], out["decided_by"], out["usage"]["engine_calls"]) == (1.0, "code", 0)
+    assert [c["status"] for c in out["code"]["cases"]] == ["passed", "passed"]
+    ranked = httpx.post(
+        server.url + "/v1/rerank",
+        json={
+            "query": "Read n, print 2n.",
+            "documents": [WRONG, SOLUTION, "```python\nn = int(input())\nprint(n + n)\n```"],
+            "tests": tests,
+            "method": "outcome",
+        },
+        timeout=120,
+    ).json()
+    results = ranked["results"]
+    assert [r["relevance_score"] for r in results] == [1.0, 1.0, 0.0]
+    assert {r["index"] for r in results[:2]} == {1, 2}
+    first, second = results[0]["tiebreak"], results[1]["tiebreak"]
+    assert first >= second  # the model orders the two that pass
+    assert ranked["usage"]["engine_calls"] == 3  # one tiebreak read per document

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 from fastapi import FastAPI
 
 from service.api.deps import AppState
@@ -35,3 +36,12 @@ async def app_with_worker(engine: Engine, name: str = "fake-model") -> AsyncIter
         worker.stop()
         await asyncio.wait_for(task, 10)
         await queue.close()
+
+
+@asynccontextmanager
+async def app_client(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of :func:`app_with_worker`'s app, over ASGI (no socket)."""
+    async with app_with_worker(engine) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+            yield client

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
+from pydantic import ValidationError
 
 from service.config import CodeSettings
 from service.errors import CodeExecutionDisabled, InvalidRequest
+from service.protocol import OutcomeRequest, RerankRequest, ScoreRequest
 from service.protocol.code import CodeTests, RunCodeRequest
 from service.sandbox import isolation
 from service.sandbox.isolation import SandboxUnavailable
 from service.sandbox.runner import Sandbox
 from service.scoring import code as checks
 from service.serving.code import CodeServing
+from service.serving.services import Services
+from tests.support.apps import app_client
+from tests.support.fakes import FakeEngine, by_last_marker, sigmoid
 
 FENCED = """Here it is:
 ```python
@@ -52,6 +60,16 @@ def test_the_reward_rules() -> None:
     assert checks.reward(outcomes, "all_pass") == 0.0
     assert checks.reward(["passed", "passed"], "all_pass") == 1.0
     assert checks.reward([], "fraction") == 0.0
+
+
+def test_ranking_by_tests_then_the_model_and_ties_only_within_one_pass_rate() -> None:
+    finals: list[float | None] = [0.5, 1.0, None, 1.0, 0.5]
+    tiebreak = [0.9, 0.3, 0.99, 0.3, 0.9]
+    ranking = checks.rank_with_tiebreak(finals, tiebreak)
+    assert ranking == [1, 3, 0, 4, 2]
+    # the model cannot tell 1 from 3, nor 0 from 4; 3 and 0 differ in their tests
+    model_ties = [[1, 3], [0, 4]]
+    assert checks.split_ties([[1, 3, 0, 4]], finals) == model_ties
 
 
 def test_a_case_is_stdin_stdout_or_assertion_code() -> None:
@@ -154,6 +172,18 @@ async def test_run_code_answers_in_sandbox_fusion_shape(code_sandbox: Sandbox) -
     assert (slow.run_result.status, slow.run_result.return_code) == ("TimeLimitExceeded", None)
 
 
+@pytest.mark.skipif(not os.access("/usr/bin/node", os.X_OK), reason="no Node.js on this host")
+async def test_javascript_runs_under_the_name_roll_sends(code_sandbox: Sandbox) -> None:
+    resp = await _serving(code_sandbox).run_code(
+        RunCodeRequest(
+            code="console.log([1, 2, 3].map(x => x * 2).join(' '))", language="javascript"
+        )
+    )
+    assert resp.status == "Success", resp
+    assert resp.run_result is not None
+    assert (resp.run_result.stdout, resp.run_result.stderr) == ("2 4 6\n", "")
+
+
 async def test_run_code_writes_the_files_it_is_sent(code_sandbox: Sandbox) -> None:
     req = RunCodeRequest.model_validate(
         {
@@ -184,7 +214,7 @@ async def test_run_code_refuses_files_outside_or_unreadable(
 
 
 async def test_a_language_not_served_is_named_with_the_served_ones(code_sandbox: Sandbox) -> None:
-    with pytest.raises(InvalidRequest, match="'cobol' is not run here; served: bash, python"):
+    with pytest.raises(InvalidRequest, match="'cobol' is not run here; served: bash, .*python"):
         await _serving(code_sandbox).run_code(RunCodeRequest(code="x", language="cobol"))
     tests = CodeTests.model_validate({"tests": ["true"], "language": "bash"})
     with pytest.raises(InvalidRequest, match="'assert' cases need language 'python'"):
@@ -221,3 +251,127 @@ def test_the_start_check_refuses_a_process_that_cannot_drop_to_its_own_uid(
     monkeypatch.setattr(isolation.os, "geteuid", lambda: 1000)
     with pytest.raises(SandboxUnavailable, match="start as root"):
         isolation.check(CodeSettings(enabled=True))
+
+
+# --- tests in outcome, score and rerank (a scripted engine, the real sandbox) -----------------
+
+DOUBLE = "print(int(input()) * 2)"
+PLUS_TWO = "print(int(input()) + 2)"  # passes the case 2 -> 4 only
+TIMES_THREE = "print(int(input()) * 3)"  # passes none
+CASES = [{"input": "2", "output": "4"}, {"input": "5", "output": "10"}]
+
+
+def _services(tokenizer: Any, sandbox: Sandbox, verdicts: dict[str, float]) -> Services:
+    engine = FakeEngine(tokenizer, verdicts=by_last_marker(verdicts))
+    return Services.build(engine, "fake-model", sandbox=sandbox)
+
+
+async def test_an_outcome_with_tests_is_decided_by_them_without_the_engine(
+    tokenizer: Any, code_sandbox: Sandbox
+) -> None:
+    s = _services(tokenizer, code_sandbox, {DOUBLE: -3.0})
+    for verifier in (None, "rule", "hybrid"):
+        resp = await s.outcome.judge(
+            OutcomeRequest.model_validate(
+                {"question": "Double n.", "response": DOUBLE, "tests": CASES, "verifier": verifier}
+            )
+        )
+        assert (resp.score, resp.verdict, resp.decided_by, resp.logit) == (1.0, 1, "code", None)
+        assert resp.code is not None
+        assert resp.code.passed == 2
+        assert resp.usage.engine_calls == 0
+    assert s.engine.requests == []  # type: ignore[attr-defined]
+
+
+def test_tests_with_the_model_alone_or_compare_are_refused() -> None:
+    base = {"question": "q", "response": "r", "tests": CASES}
+    with pytest.raises(ValidationError, match="verifier='model' takes no tests"):
+        OutcomeRequest.model_validate({**base, "verifier": "model"})
+    with pytest.raises(ValidationError, match="tests with method='compare'"):
+        ScoreRequest.model_validate(
+            {"question": "q", "responses": ["a", "b"], "tests": CASES, "method": "compare"}
+        )
+
+
+async def test_rerank_orders_by_pass_rate_then_the_model_breaks_ties(
+    tokenizer: Any, code_sandbox: Sandbox
+) -> None:
+    # Two documents pass everything; the model prefers the second. One passes half.
+    first, second = DOUBLE, "n = int(input())\nprint(n + n)"
+    s = _services(
+        tokenizer, code_sandbox, {first: -1.0, second: 2.0, PLUS_TWO: 4.0, TIMES_THREE: 5.0}
+    )
+    req = RerankRequest.model_validate(
+        {
+            "query": "Read n, print 2n.",
+            "documents": [PLUS_TWO, first, TIMES_THREE, second],
+            "tests": CASES,
+            "code_reward": "fraction",
+            "method": "outcome",
+        }
+    )
+    resp = await s.score.rerank(req)
+    assert [r.index for r in resp.results] == [3, 1, 0, 2]
+    assert [r.relevance_score for r in resp.results] == [1.0, 1.0, 0.5, 0.0]
+    assert all(r.decided_by == "code" for r in resp.results)
+    assert resp.results[0].tiebreak == pytest.approx(sigmoid(2.0))
+    assert resp.ties == []
+    assert resp.usage.engine_calls == 4  # one tiebreak read per document
+
+
+async def test_rule_with_tests_ranks_by_tests_alone_and_reports_their_ties(
+    tokenizer: Any, code_sandbox: Sandbox
+) -> None:
+    s = _services(tokenizer, code_sandbox, {})
+    req = ScoreRequest.model_validate(
+        {
+            "question": "Read n, print 2n.",
+            "responses": [TIMES_THREE, DOUBLE, DOUBLE],
+            "tests": CASES,
+            "verifier": "rule",
+            "method": "outcome",
+        }
+    )
+    resp = await s.score.score(req)
+    assert resp.ranking == [1, 2, 0]
+    assert resp.ties == [[1, 2]]
+    assert [r.tiebreak for r in resp.results] == [None, None, None]
+    assert resp.usage.engine_calls == 0
+
+
+# --- code execution off: every entry point says how to turn it on ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/run_code", {"code": "print(1)", "language": "python"}),
+        ("/v1/judge/outcome", {"question": "q", "response": "print(4)", "tests": CASES}),
+        ("/v1/rerank", {"query": "q", "documents": ["print(4)"], "tests": CASES}),
+        (
+            "/v1/rewards",
+            {
+                "items": [
+                    {"prompt": "q", "response": "x", "verifier": {"type": "code", "tests": CASES}}
+                ]
+            },
+        ),
+        (
+            "/get_reward",
+            {"query": ["q x"], "prompts": ["q"], "labels": [{"type": "code", "tests": CASES}]},
+        ),
+    ],
+)
+async def test_with_code_execution_off_code_fields_are_a_422_saying_how_to_enable_it(
+    tokenizer: Any, path: str, body: dict[str, Any]
+) -> None:
+    engine = FakeEngine(tokenizer)
+    async with app_client(engine) as client:
+        r = await client.post(path, json=body)
+        models = (await client.get("/v1/models")).json()["data"][0]
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["type"] == "code_execution_disabled"
+    assert "VERIFIER_CODE__ENABLED=true" in error["message"]
+    assert engine.requests == []
+    assert (models["code_execution"], models["code_languages"]) == (False, None)

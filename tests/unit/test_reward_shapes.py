@@ -9,10 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from service.protocol.reward_shapes import NemoResponse, label_spec, last_user_text
-from tests.support.apps import app_with_worker
+from tests.support.apps import app_client
 from tests.support.fakes import FakeEngine, by_last_marker, sigmoid
 
 Q = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell?"
@@ -22,11 +21,8 @@ RIGHT = "48 / 2 = 24, and 48 + 24 = 72. The answer is 72."
 @pytest.fixture
 async def http(tokenizer: Any) -> AsyncIterator[tuple[httpx.AsyncClient, FakeEngine]]:
     engine = FakeEngine(tokenizer, verdicts=by_last_marker({"48 + 24 = 72": 2.0}))
-    app: FastAPI
-    async with app_with_worker(engine) as app:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
-            yield client, engine
+    async with app_client(engine) as client:
+        yield client, engine
 
 
 # --- slime ---------------------------------------------------------------------------------------

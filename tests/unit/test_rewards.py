@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from pydantic import ValidationError
 
 from service.engine import base
@@ -34,7 +33,7 @@ from service.scoring.rewards import (
 )
 from service.serving.handler import JobRunner
 from service.serving.services import Services
-from tests.support.apps import app_with_worker
+from tests.support.apps import app_client
 from tests.support.fakes import FakeEngine, by_last_marker, sigmoid
 
 Q = "What is 3 * (2 + 4)?"
@@ -511,11 +510,8 @@ async def test_a_reward_model_answers_its_spec_with_its_raw_score(tokenizer: Any
 @pytest.fixture
 async def http(tokenizer: Any) -> AsyncIterator[tuple[httpx.AsyncClient, FakeEngine]]:
     engine = FakeEngine(tokenizer)
-    app: FastAPI
-    async with app_with_worker(engine) as app:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
-            yield client, engine
+    async with app_client(engine) as client:
+        yield client, engine
 
 
 async def test_a_catastrophic_pattern_is_a_422_before_anything_is_queued(

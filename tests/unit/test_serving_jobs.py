@@ -274,6 +274,7 @@ REFERENCE = {
 SPEND_CASES: dict[str, list[dict[str, Any]]] = {
     "outcome": [
         {"question": Q, "response": RESPONSE},
+        {"question": Q, "response": "print(2 * 2)", "tests": [{"input": "", "output": "4"}]},
         {
             "question": Q,
             "response": RESPONSE,
@@ -317,6 +318,13 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
     "rerank": [
         {"query": Q, "documents": [RESPONSE, "18"]},
         {"query": Q, "documents": [RESPONSE, "18"], **REFERENCE, "verifier": "model"},
+        # the tests decide, the model reads each document to break their ties
+        {
+            "query": Q,
+            "documents": ["print(4)", "print(5)"],
+            "tests": ["assert True"],
+            "method": "outcome",
+        },
     ],
     "mcq_answer": [
         ITEM,
@@ -514,8 +522,9 @@ async def test_the_budget_estimate_covers_what_every_kind_spends(
     engine = FakeEngine(
         tokenizer, write=lambda prompt: "so " * 200, kind="reward" if pooling else "generative"
     )
-    kw = {"sandbox": code_sandbox} if kind in ("run_code", "rewards") else {}
-    spent = Usage.model_validate(body(await runner(engine, **kw)(job(kind, payload)))["usage"])
+    spent = Usage.model_validate(
+        body(await runner(engine, sandbox=code_sandbox)(job(kind, payload)))["usage"]
+    )
     est = budget.estimate(kind, JOBS[kind].request.model_validate(payload))
     # The total is what the API reserves against the quota. Not its parts: the model split's
     # copy budget follows the real token count of the response, and the per-text estimate

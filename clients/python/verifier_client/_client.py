@@ -171,8 +171,8 @@ class Client:
         **fields: Any,
     ) -> m.RewardsResponse:
         """POST /v1/rewards: a mixed RL batch, each item verified by its own spec (math, choice,
-        string, model, rubric, reward_model) or named components; with deadline_s, answered
-        on time with what was not decided flagged."""
+        string, model, rubric, reward_model, code) or named components; with deadline_s,
+        answered on time with what was not decided flagged."""
         return self._must(b.REWARDS, request, fields, idempotency_key=idempotency_key)
 
     def decide(
@@ -446,8 +446,8 @@ class AsyncClient:
         **fields: Any,
     ) -> m.RewardsResponse:
         """POST /v1/rewards: a mixed RL batch, each item verified by its own spec (math, choice,
-        string, model, rubric, reward_model) or named components; with deadline_s, answered
-        on time with what was not decided flagged."""
+        string, model, rubric, reward_model, code) or named components; with deadline_s,
+        answered on time with what was not decided flagged."""
         return await self._must(b.REWARDS, request, fields, idempotency_key=idempotency_key)
 
     async def decide(

@@ -314,7 +314,7 @@ class CodeSpec(BaseModel):
     """
     language: Annotated[str, Field(title="Language")] = "python"
     """
-    The language of the response's code (its last fenced block in that language, else its last untagged block, else the whole response when it has no fence). `python`; `bash` where /bin/bash exists. Assertion cases need python.
+    The language of the response's code (its last fenced block in that language, else its last untagged block, else the whole response when it has no fence). `python`; `bash` and `nodejs` where the host has them (/v1/models lists code_languages). Assertion cases need python.
     """
     test_timeout_s: Annotated[TestTimeoutS1 | None, Field(title="Test Timeout S")] = None
     """
@@ -1100,6 +1100,14 @@ Rationale sampling temperature; default 0 for one sample, 0.7 for several.
 """
 
 
+TestTimeoutS3 = TypeAliasType(
+    "TestTimeoutS3", Annotated[float, Field(gt=0.0, title="Test Timeout S")]
+)
+"""
+Wall time per case; default VERIFIER_CODE__RUN_TIMEOUT_S.
+"""
+
+
 class OutcomeRequest(BaseModel):
     """
     POST /v1/judge/outcome.
@@ -1117,9 +1125,19 @@ class OutcomeRequest(BaseModel):
     """
     A probability calibration of this tenant (POST /v1/calibrations) to map the score through; 'none' for the raw read. Unset: the tenant's default for this target, when one is marked and was fitted for this mode and model.
     """
+    code_reward: Annotated[Literal["all_pass", "fraction"] | None, Field(title="Code Reward")] = (
+        None
+    )
+    """
+    all_pass: 1 only if every case passes; fraction: the share that pass. Default VERIFIER_CODE__REWARD.
+    """
     criteria: Annotated[str | None, Field(title="Criteria")] = None
     """
     What counts as correct (rubric text); shown to the model.
+    """
+    language: Annotated[str, Field(title="Language")] = "python"
+    """
+    The language of the response's code (its last fenced block in that language, else its last untagged block, else the whole response when it has no fence). `python`; `bash` and `nodejs` where the host has them (/v1/models lists code_languages). Assertion cases need python.
     """
     max_eval_tokens: Annotated[MaxEvalTokens14 | None, Field(title="Max Eval Tokens")] = None
     """
@@ -1157,6 +1175,14 @@ class OutcomeRequest(BaseModel):
     temperature: Annotated[Temperature10 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+    """
+    test_timeout_s: Annotated[TestTimeoutS3 | None, Field(title="Test Timeout S")] = None
+    """
+    Wall time per case; default VERIFIER_CODE__RUN_TIMEOUT_S.
+    """
+    tests: Annotated[list[CodeCase] | None, Field(title="Tests")] = None
+    """
+    Test cases the response's code is run against in the sandbox (needs VERIFIER_CODE__ENABLED); the result is decided_by 'code'.
     """
     verifier: Annotated[Literal["model", "rule", "hybrid"] | None, Field(title="Verifier")] = None
     """
@@ -1565,6 +1591,14 @@ Rationale sampling temperature; default 0 for one sample, 0.7 for several.
 """
 
 
+TestTimeoutS5 = TypeAliasType(
+    "TestTimeoutS5", Annotated[float, Field(gt=0.0, title="Test Timeout S")]
+)
+"""
+Wall time per case; default VERIFIER_CODE__RUN_TIMEOUT_S.
+"""
+
+
 class RerankRequest(BaseModel):
     """
     Cohere/Jina rerank shape plus verifier options (`query` is the question).
@@ -1589,6 +1623,12 @@ class RerankRequest(BaseModel):
     """
     A probability calibration of this tenant (POST /v1/calibrations) to map the score through; 'none' for the raw read. Unset: the tenant's default for this target, when one is marked and was fitted for this mode and model.
     """
+    code_reward: Annotated[Literal["all_pass", "fraction"] | None, Field(title="Code Reward")] = (
+        None
+    )
+    """
+    all_pass: 1 only if every case passes; fraction: the share that pass. Default VERIFIER_CODE__REWARD.
+    """
     compare: CompareSpec | None = None
     """
     method='compare': how (mode, aggregation, debias, ...); default pairwise with both orders and a Bradley-Terry fit. mode='reasoning' writes a comparison of reasoning_tokens before each read.
@@ -1598,6 +1638,10 @@ class RerankRequest(BaseModel):
     What counts as correct (rubric text); shown to the model.
     """
     documents: Annotated[list[str | RerankDocument], Field(min_length=1, title="Documents")]
+    language: Annotated[str, Field(title="Language")] = "python"
+    """
+    The language of the response's code (its last fenced block in that language, else its last untagged block, else the whole response when it has no fence). `python`; `bash` and `nodejs` where the host has them (/v1/models lists code_languages). Assertion cases need python.
+    """
     max_eval_tokens: Annotated[MaxEvalTokens20 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
@@ -1639,6 +1683,14 @@ class RerankRequest(BaseModel):
     temperature: Annotated[Temperature14 | None, Field(title="Temperature")] = None
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
+    """
+    test_timeout_s: Annotated[TestTimeoutS5 | None, Field(title="Test Timeout S")] = None
+    """
+    Wall time per case; default VERIFIER_CODE__RUN_TIMEOUT_S.
+    """
+    tests: Annotated[list[CodeCase] | None, Field(title="Tests")] = None
+    """
+    Test cases the response's code is run against in the sandbox (needs VERIFIER_CODE__ENABLED); the result is decided_by 'code'.
     """
     threshold: Annotated[float, Field(gt=0.0, lt=1.0, title="Threshold")] = 0.5
     """
@@ -1871,7 +1923,7 @@ class RunCodeRequest(BaseModel):
     """
     language: Annotated[str, Field(title="Language")]
     """
-    python (python3 accepted), bash where present.
+    python (python3 accepted), bash and nodejs (javascript) where present.
     """
     memory_limit_MB: Annotated[int, Field(title="Memory Limit Mb")] = -1
     """
@@ -1945,6 +1997,14 @@ Rationale sampling temperature; default 0 for one sample, 0.7 for several.
 """
 
 
+TestTimeoutS7 = TypeAliasType(
+    "TestTimeoutS7", Annotated[float, Field(gt=0.0, title="Test Timeout S")]
+)
+"""
+Wall time per case; default VERIFIER_CODE__RUN_TIMEOUT_S.
+"""
+
+
 class ScoreRequest(BaseModel):
     """
     POST /v1/score: many responses to one question.
@@ -1969,6 +2029,12 @@ class ScoreRequest(BaseModel):
     """
     A probability calibration of this tenant (POST /v1/calibrations) to map the score through; 'none' for the raw read. Unset: the tenant's default for this target, when one is marked and was fitted for this mode and model.
     """
+    code_reward: Annotated[Literal["all_pass", "fraction"] | None, Field(title="Code Reward")] = (
+        None
+    )
+    """
+    all_pass: 1 only if every case passes; fraction: the share that pass. Default VERIFIER_CODE__REWARD.
+    """
     compare: CompareSpec | None = None
     """
     method='compare': how (mode, aggregation, debias, ...); default pairwise with both orders and a Bradley-Terry fit. mode='reasoning' writes a comparison of reasoning_tokens before each read.
@@ -1976,6 +2042,10 @@ class ScoreRequest(BaseModel):
     criteria: Annotated[str | None, Field(title="Criteria")] = None
     """
     What counts as correct (rubric text); shown to the model.
+    """
+    language: Annotated[str, Field(title="Language")] = "python"
+    """
+    The language of the response's code (its last fenced block in that language, else its last untagged block, else the whole response when it has no fence). `python`; `bash` and `nodejs` where the host has them (/v1/models lists code_languages). Assertion cases need python.
     """
     max_eval_tokens: Annotated[MaxEvalTokens22 | None, Field(title="Max Eval Tokens")] = None
     """
@@ -2018,6 +2088,14 @@ class ScoreRequest(BaseModel):
     """
     Rationale sampling temperature; default 0 for one sample, 0.7 for several.
     """
+    test_timeout_s: Annotated[TestTimeoutS7 | None, Field(title="Test Timeout S")] = None
+    """
+    Wall time per case; default VERIFIER_CODE__RUN_TIMEOUT_S.
+    """
+    tests: Annotated[list[CodeCase] | None, Field(title="Tests")] = None
+    """
+    Test cases the response's code is run against in the sandbox (needs VERIFIER_CODE__ENABLED); the result is decided_by 'code'.
+    """
     threshold: Annotated[float, Field(gt=0.0, lt=1.0, title="Threshold")] = 0.5
     """
     First-error threshold.
@@ -2029,13 +2107,17 @@ class ScoreRequest(BaseModel):
 
 
 class ScoreResult(BaseModel):
+    code: CodeResult | None = None
+    """
+    The tests' runs, when sent.
+    """
     compare: Annotated[float | None, Field(title="Compare")] = None
     """
     method='compare': the response's compare reward.
     """
-    decided_by: Annotated[Literal["rule", "model"] | None, Field(title="Decided By")] = None
+    decided_by: Annotated[Literal["rule", "model", "code"] | None, Field(title="Decided By")] = None
     """
-    Who decided the outcome part: rule or model.
+    Who decided the outcome part: rule, code or model.
     """
     final: Annotated[float | None, Field(title="Final")]
     """
@@ -2053,6 +2135,10 @@ class ScoreResult(BaseModel):
     rule: RuleInfo | None = None
     """
     The rule check, when one ran.
+    """
+    tiebreak: Annotated[float | None, Field(title="Tiebreak")] = None
+    """
+    verifier 'hybrid' with tests: the model's P(correct), which orders the responses whose tests give the same final.
     """
 
 
@@ -2656,9 +2742,13 @@ class OutcomeResponse(BaseModel):
     """
     The calibration `score` went through; null: none.
     """
-    decided_by: Annotated[Literal["rule", "model"] | None, Field(title="Decided By")] = None
+    code: CodeResult | None = None
     """
-    rule or model; null when verifier=rule could not decide.
+    The tests' runs, when sent.
+    """
+    decided_by: Annotated[Literal["rule", "model", "code"] | None, Field(title="Decided By")] = None
+    """
+    rule, code (the tests) or model; null when verifier=rule could not decide.
     """
     logit: Annotated[float | None, Field(title="Logit")]
     """
@@ -2803,7 +2893,8 @@ class ProcessResponse(BaseModel):
 
 
 class RerankResult(BaseModel):
-    decided_by: Annotated[Literal["rule", "model"] | None, Field(title="Decided By")] = None
+    code: CodeResult | None = None
+    decided_by: Annotated[Literal["rule", "model", "code"] | None, Field(title="Decided By")] = None
     document: RerankDocument | None = None
     index: Annotated[int, Field(title="Index")]
     raw_score: Annotated[float | None, Field(title="Raw Score")] = None
@@ -2815,6 +2906,10 @@ class RerankResult(BaseModel):
     The final score (0 when verifier=rule could not decide: ranked last).
     """
     rule: RuleInfo | None = None
+    tiebreak: Annotated[float | None, Field(title="Tiebreak")] = None
+    """
+    verifier 'hybrid' with tests: the model's P(correct), which orders documents of equal pass rate.
+    """
 
 
 class RewardItem(BaseModel):

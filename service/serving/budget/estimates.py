@@ -173,9 +173,9 @@ def _context(req: OutcomeRequest | ProcessRequest | ScoreOptions, question: str)
 
 
 def _outcome_request(req: OutcomeRequest) -> Estimate:
-    # A rule check costs no tokens; hybrid is estimated as the model would cost (a bound: the
-    # quota is settled with what ran).
-    if req.resolved_verifier() == "rule":
+    # A rule check and tests cost no tokens (an outcome with tests is decided by them); hybrid
+    # is estimated as the model would cost (a bound: the quota is settled with what ran).
+    if req.resolved_verifier() == "rule" or req.tests:
         return ZERO
     return _outcome(_context(req, req.question), req.response, _judging(req))
 
