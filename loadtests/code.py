@@ -9,7 +9,8 @@
    over rounds) and the ratios to direct. Target: isolation costs at most 2x.
 2. **GRPO burst.** 8 prompts x 16 completions x 5 tests through ``/get_reward``, each label a
    ``code`` spec: half the completions a task's reference, half the reference without its
-   returns. Wall time, rewards/s and runs/s, and whether every reward was right.
+   returns, each the whole function in a fence (a chat model's answer). Wall time,
+   rewards/s and runs/s, and whether every reward was right.
 
 Needs root and bubblewrap here, and a service with VERIFIER_CODE__ENABLED=true (started here
 with it unless ``--url`` is given).
@@ -181,13 +182,15 @@ def grpo_burst(
     for t in chosen:
         spec = {"type": "code", "tests": [{"assert": c} for c in cases(t, k)]}
         for j in range(completions):
+            # a chat model's answer: the whole function in a fence after the task
             right = j % 2 == 0
-            queries.append(t.prompt + (t.canonical_solution if right else broken_solution(t)))
+            code = t.canonical if right else t.broken
+            queries.append(f"{_task_text(t)}```python\n{code}```")
             labels.append(spec)
             expected.append(1.0 if right else 0.0)
     body = {
         "query": queries,
-        "prompts": [t.prompt for t in chosen for _ in range(completions)],
+        "prompts": [_task_text(t) for t in chosen for _ in range(completions)],
         "labels": labels,
     }
     start = time.perf_counter()
@@ -208,10 +211,8 @@ def grpo_burst(
     }
 
 
-def broken_solution(task: Any) -> str:
-    from service.evals.data import without_returns
-
-    return str(without_returns(task.canonical_solution))
+def _task_text(task: Any) -> str:
+    return f"Complete this function.\n\n{task.prompt}\n"
 
 
 def table(results: dict[str, Any]) -> str:

@@ -1,10 +1,10 @@
 """Runs programs in the sandbox through a pool: a concurrency cap, a uid per slot, and every
 run bounded by its wall time, its output size and the rlimits of ``isolation``.
 
-A run is one asyncio subprocess; the event loop never blocks on it, so a hung program holds a
-pool slot until its wall limit, never a judgment. The one outer process is killed with its
-process group; bubblewrap's ``--die-with-parent`` then ends the run's PID namespace, so a child
-that double-forked and called ``setsid`` dies with it.
+A run is one child process the event loop watches (``process.Child``), never waits on, so a
+hung program holds a pool slot until its wall limit, never a judgment. A run over its limit is
+ended by killing its namespace's init, which takes everything in its PID namespace with it (a
+child that double-forked and called ``setsid`` included).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import signal
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from service.config import CodeSettings
 from service.sandbox.isolation import RUN_ENV, RunLimits, Tools, check, command, uid_base
+from service.sandbox.process import Child
 
 logger = logging.getLogger(__name__)
 
@@ -119,58 +120,50 @@ class Sandbox:
         fds = {path: _memfd(path, data) for path, data in program.files.items()}
         start = time.perf_counter()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *command(self._tools, uid, limits, fds, program.argv),
-                stdin=asyncio.subprocess.PIPE
-                if program.stdin is not None
-                else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            child = await Child.start(
+                command(self._tools, uid, limits, fds, program.argv),
+                stdin=program.stdin,
                 pass_fds=tuple(fds.values()),
-                env=dict(RUN_ENV),
-                # one group to kill: setpriv, prlimit and bwrap exec in turn
-                start_new_session=True,
+                env=RUN_ENV,
             )
         except OSError as exc:
             return RunResult("error", None, "", f"the sandbox could not start: {exc}", 0.0)
         finally:
             for fd in fds.values():
                 os.close(fd)
-        return await self._supervise(proc, program, limits, start)
+        try:
+            return await self._supervise(child, limits, start)
+        finally:
+            child.close()
 
-    async def _supervise(
-        self, proc: asyncio.subprocess.Process, program: Program, limits: RunLimits, start: float
-    ) -> RunResult:
+    async def _supervise(self, child: Child, limits: RunLimits, start: float) -> RunResult:
         cap = self._cfg.max_output_kb * 1024
         over = asyncio.Event()
-        assert proc.stdout is not None
-        assert proc.stderr is not None
         out, err = bytearray(), bytearray()
         readers = [
-            asyncio.ensure_future(_drain(proc.stdout, out, cap, over)),
-            asyncio.ensure_future(_drain(proc.stderr, err, cap, over)),
+            asyncio.ensure_future(_drain(child.stdout, out, cap, over)),
+            asyncio.ensure_future(_drain(child.stderr, err, cap, over)),
         ]
-        feeder = asyncio.ensure_future(_feed(proc, program.stdin))
-        exited = asyncio.ensure_future(proc.wait())
+        exited = child.exited
         overflow = asyncio.ensure_future(over.wait())
         try:
-            await asyncio.wait(
-                {exited, overflow}, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED
-            )
+            first: list[asyncio.Future[Any]] = [exited, overflow]
+            await asyncio.wait(first, timeout=limits.wall_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
             overflow.cancel()
             killed = not exited.done()
             if killed:
-                _kill(proc)
+                _kill(child.proc.pid)
                 await asyncio.wait({exited}, timeout=KILL_GRACE_S)
                 if not exited.done():
-                    _kill_group(proc)
+                    _kill_group(child.proc.pid)
             # Bounded: the kernel ends the namespace at once; if not, the run is left, not awaited.
-            await asyncio.wait({exited, feeder, *readers}, timeout=REAP_TIMEOUT_S)
-            for task in (exited, feeder, *readers):
+            ends: list[asyncio.Future[None]] = [exited, *readers]
+            await asyncio.wait(ends, timeout=REAP_TIMEOUT_S)
+            for task in readers:
                 task.cancel()
         elapsed = (time.perf_counter() - start) * 1000
-        code = proc.returncode
+        code = child.returncode
         stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
         if over.is_set():
             return RunResult("output_limit", None, stdout, stderr, elapsed)
@@ -214,35 +207,25 @@ async def _drain(
             over.set()
 
 
-async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
-    if data is None or proc.stdin is None:
-        return
-    # A program that never reads its stdin, or exits first, is not an error of the service.
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        proc.stdin.write(data)
-        await proc.stdin.drain()
-        proc.stdin.close()
-
-
-def _kill(proc: asyncio.subprocess.Process) -> None:
+def _kill(pid: int) -> None:
     """Kill the run's namespace init (bwrap's child: the program), which ends the namespace and
     lets bwrap reap it and exit; killing bwrap first would orphan the init as a zombie on a host
     whose init reaps nothing. The group kill covers a run killed before bwrap forked."""
     try:
-        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-            children = [int(pid) for pid in f.read().split()]
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(child) for child in f.read().split()]
     except OSError:
         children = []
-    for pid in children:
+    for child in children:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(child, signal.SIGKILL)
     if not children:
-        _kill_group(proc)
+        _kill_group(pid)
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
+def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _cpu_capped(code: int | None) -> bool:
