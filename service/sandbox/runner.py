@@ -78,7 +78,6 @@ class Sandbox:
             self.languages["bash"] = Language("main.sh", ("/bin/bash", "main.sh"))
         if os.access("/usr/bin/node", os.X_OK):
             self.languages["nodejs"] = Language("main.js", ("/usr/bin/node", "main.js"))
-        self.running = 0
 
     @classmethod
     def start(cls, cfg: CodeSettings) -> Sandbox:
@@ -109,11 +108,9 @@ class Sandbox:
     async def run(self, program: Program, limits: RunLimits) -> RunResult:
         async with self._slots:
             uid = self._uids.popleft()
-            self.running += 1
             try:
                 return await self._run(uid, program, limits)
             finally:
-                self.running -= 1
                 self._uids.append(uid)
 
     async def _run(self, uid: int, program: Program, limits: RunLimits) -> RunResult:
@@ -172,18 +169,6 @@ class Sandbox:
         if code == 1 and stderr.startswith("bwrap: "):  # the sandbox itself failed to start
             return RunResult("error", None, stdout, stderr, elapsed)
         return RunResult("finished", code, stdout, stderr, elapsed)
-
-    def stray_processes(self) -> list[int]:
-        """Pids still running under this pool's uids (none once every run has returned)."""
-        uids = set(range(uid_base(self._cfg), uid_base(self._cfg) + self._cfg.max_concurrency))
-        stray = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{entry}").st_uid in uids:
-                    stray.append(int(entry))
-        return stray
 
 
 def _memfd(name: str, data: bytes) -> int:

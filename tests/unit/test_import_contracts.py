@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-LAYERS = "layers: api > serving > (queue | engine) > scoring"
+LAYERS = "layers: api > serving > (queue | engine | sandbox) > scoring"
 PURE_SCORING = "scoring is pure: it imports nothing of the service outside scoring"
 BUDGET = "the budget imports no serving family"
 
