@@ -65,20 +65,20 @@ class CodeServing:
             raise InvalidRequest(f"language {name!r} is not run here; served: {served}")
         return lang
 
-    def admit(self, tests: CodeTests) -> None:
-        """Refuse before any work what cannot run: code off, a language not served, an
-        assertion case in a language other than python."""
+    def admit(self, tests: CodeTests) -> str:
+        """The served language of ``tests``; refused before any work what cannot run: code
+        off, a language not served, an assertion case in a language other than python."""
         lang = self.language(tests.language)
         if lang != "python" and any(c.assert_ is not None for c in tests.tests or ()):
             raise InvalidRequest("'assert' cases need language 'python'; send input/output cases")
+        return lang
 
     async def verify(self, response: str, tests: CodeTests) -> CodeResult:
         """Run the response's code against every case (at most the pool's cap at once)."""
         sandbox = self.sandbox()
-        self.admit(tests)
+        lang = self.admit(tests)
         cases = tests.tests or []
         rule = tests.code_reward or sandbox.settings.reward
-        lang = self.language(tests.language)
         code = checks.extract_code(response, lang)
         if code is None:
             reason = f"the response has no {lang} code block"
@@ -107,9 +107,10 @@ class CodeServing:
     def _case(self, sandbox: Sandbox, lang: str, code: str, case: CodeCase) -> _Case:
         if case.assert_ is not None:
             prog = checks.assertion_program(code, case.assert_)
-            files = {path: text.encode() for path, text in prog.files.items()}
-            main = files.pop("main.py")
-            return _Case(sandbox.program(lang, main.decode(), files=files), None, prog.marker)
+            files = {path: text.encode() for path, text in prog.files.items() if path != "main.py"}
+            return _Case(
+                sandbox.program(lang, prog.files["main.py"], files=files), None, prog.marker
+            )
         return _Case(sandbox.program(lang, code, stdin=case.input or ""), case.output, None)
 
     async def run_code(self, req: RunCodeRequest) -> RunCodeResponse:
