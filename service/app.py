@@ -63,6 +63,7 @@ from service.serving.handler import JobRunner
 from service.serving.services import Services
 from service.stores import probability_calibrations
 from service.stores.calibrations import CalibrationStore, MemoryCalibrations, RedisCalibrations
+from service.stores.concurrency import RedisSlots
 from service.stores.connection import connect
 from service.stores.probability_calibrations import ProbabilityCalibrationStore
 from service.stores.tenants import DEFAULT_TENANT
@@ -335,6 +336,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.redis = make_redis(state.settings)
     state.calibrations = make_calibrations(state.settings, state.redis)
     state.probability_calibrations = make_probability_calibrations(state.settings, state.redis)
+    if state.redis is not None:
+        timeout = state.settings.limits.request_timeout_s
+        state.reward_slots = RedisSlots(state.redis, state.settings.redis.prefix, timeout)
     bring_up = asyncio.create_task(_bring_up(state, app.state.run_worker))
     try:
         yield
@@ -378,6 +382,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     """Build the ASGI app. Nothing heavy happens until the lifespan starts."""
     settings = settings or get_settings()
     metrics = Metrics()
+    metrics.reward_items_limit.set(settings.reward.max_concurrent_items)
     app = FastAPI(
         title="verifier-service",
         version="0.1.0",

@@ -292,7 +292,8 @@ class AuthSettings(SettingsGroup):
 
 
 class RewardSettings(SettingsGroup):
-    """``POST /get_reward`` (OpenRLHF's remote reward model)."""
+    """The reward routes: ``POST /get_reward`` (OpenRLHF's remote reward model) and the cap
+    on every reward route's work in flight."""
 
     separator: str = Field(
         default="",
@@ -305,6 +306,13 @@ class RewardSettings(SettingsGroup):
     )
     reasoning_tokens: int = Field(
         default=256, ge=1, description="Rationale budget in reasoning mode."
+    )
+    max_concurrent_items: int = Field(
+        default=4096,
+        ge=0,
+        description="Reward items (samples) one tenant may have in flight at once, over every "
+        "API process (/v1/rewards, /get_reward, slime, /verify); a call past it is a 429 "
+        "concurrency_limited. 0 = no cap.",
     )
 
 

@@ -18,7 +18,9 @@ ServiceError                      (500 internal_error)
  +-- QueueUnavailable             503 queue_unavailable    Redis cannot be reached
  +-- Overloaded                   429 overloaded           queue full (carries Retry-After)
  +-- QuotaExhausted               429 quota_exhausted      the tenant's token quota is used up
-                                                           (Retry-After: the next window)
+ |                                                         (Retry-After: the next window)
+ +-- ConcurrencyLimited           429 concurrency_limited  the tenant's reward items in flight
+                                                           are at the cap (Retry-After: 1)
  +-- DeadlineExceeded             504 deadline_exceeded    the request's deadline passed
  +-- EngineFailure                502 engine_error         the model backend failed
  +-- EngineUnavailable            503 engine_unavailable   the engine died; retry elsewhere
@@ -37,10 +39,17 @@ class ServiceError(Exception):
     status = 500
     type = "internal_error"
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after
+        self.headers = headers or {}  # sent with the error (besides Retry-After)
 
 
 class InvalidRequest(ServiceError):
@@ -135,6 +144,13 @@ class JobFailed(ServiceError):
 class Overloaded(ServiceError):
     status = 429
     type = "overloaded"
+
+
+class ConcurrencyLimited(ServiceError):
+    """The tenant's reward items in flight are at the cap; ``retry_after`` is short."""
+
+    status = 429
+    type = "concurrency_limited"
 
 
 class QuotaExhausted(ServiceError):

@@ -21,6 +21,7 @@ from service.queue.base import JobQueue
 from service.queue.worker import Worker
 from service.stores.auth import KeyRecord
 from service.stores.calibrations import CalibrationStore, MemoryCalibrations
+from service.stores.concurrency import MemorySlots, Slots
 from service.stores.probability_calibrations import ProbabilityCalibrationStore, memory_store
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class AppState:
     redis: Redis | None = None  # keys, quotas, cache and calibrations, when Redis is configured
     calibrations: CalibrationStore = field(default_factory=MemoryCalibrations)
     probability_calibrations: ProbabilityCalibrationStore = field(default_factory=memory_store)
+    reward_slots: Slots = field(default_factory=MemorySlots)  # Redis leases when configured
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)  # ends the helper loops
     exit_code: int = 0  # 1 once the engine died: the process exits 1 for its supervisor

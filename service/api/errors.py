@@ -54,7 +54,7 @@ def error_response(exc: ServiceError, headers: Mapping[str, str] | None = None) 
         error_response(Overloaded("the queue is full", retry_after=1.0))
         # 429, Retry-After: 1, {"error": {"type": "overloaded", "message": "the queue is full"}}
     """
-    all_headers = dict(headers or {})
+    all_headers = {**exc.headers, **(headers or {})}
     if exc.retry_after:
         all_headers["Retry-After"] = retry_after(exc.retry_after)
     if exc.status == Unauthorized.status:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from math import inf
 from typing import Annotated
@@ -26,13 +27,15 @@ from service.api.limits import enforce
 from service.errors import (
     BudgetTooSmall,
     ClientDisconnected,
+    ConcurrencyLimited,
+    InvalidRequest,
 )
 from service.kinds import JobKind
 from service.protocol import BudgetInfo, Metered
 from service.protocol.calibrate import ProbabilityCalibration
 from service.protocol.jobs import JOBS
 from service.queue.base import Job, JobQueue, new_job_id
-from service.stores import calibrations, probability_calibrations
+from service.stores import calibrations, concurrency, probability_calibrations
 from service.stores.auth import Reservation, reserve, settle
 
 logger = logging.getLogger(__name__)
@@ -123,6 +126,36 @@ class JobCall:
             mode,
             self.state.settings.model_name,
         )
+
+    @asynccontextmanager
+    async def reward_slots(self, items: int) -> AsyncIterator[None]:
+        """Hold ``items`` of the tenant's reward slots while the body runs (a 429 at the cap);
+        the answer carries the cap and the tenant's items in flight."""
+        state = self.state
+        limit = state.settings.reward.max_concurrent_items
+        if limit == 0 or items == 0:
+            yield
+            return
+        tenant = tenant_name(self.request)
+        if items > limit:
+            raise InvalidRequest(
+                f"this call has {items} items and a tenant may have at most {limit} in flight "
+                "(VERIFIER_REWARD__MAX_CONCURRENT_ITEMS); split it into smaller calls"
+            )
+        label = state.metrics.tenant_label(tenant)
+        try:
+            lease = await state.reward_slots.acquire(tenant, items, limit)
+        except ConcurrencyLimited:
+            state.metrics.reward_concurrency_refused.labels(label).inc()
+            raise
+        gauge = state.metrics.reward_items_in_flight.labels(label)
+        gauge.inc(items)
+        self.response.headers.update(concurrency.headers(limit, lease.in_use))
+        try:
+            yield
+        finally:
+            gauge.dec(items)
+            await state.reward_slots.release(lease)
 
     def admit(self, req: BaseModel) -> None:
         """Refuse a request over a limit (413 or 422) before anything is planned or queued."""

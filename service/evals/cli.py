@@ -29,26 +29,35 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import httpx
 import typer
-from tqdm import tqdm
 
-from service.config import Settings
+from service.evals import cli_rl
+from service.evals.options import (
+    DEFAULT_URL,
+    ConcurrencyOpt,
+    DataOpt,
+    LimitOpt,
+    OutputOpt,
+    ReasoningOpt,
+    TimeoutOpt,
+    UrlOpt,
+    resolve_data,
+    run_harness,
+)
 from service.evals.report import (
     bestofn_rows,
     calibration_grid,
     calibration_rows,
     choices_only_rows,
-    code_rows,
     compare_rows,
     decision_calibration_grid,
     decision_calibration_rows,
     lambda_line,
-    make_table,
     mcq_rows,
     popmcq_grid,
     print_table,
@@ -68,10 +77,9 @@ if TYPE_CHECKING:
 ProcessMode = Literal["direct", "reasoning", "single_pass"]
 OutcomeMode = Literal["direct", "reasoning"]
 ScoreMethod = Literal["outcome", "process", "fused", "compare"]
+ModeOpt = Annotated[ProcessMode, typer.Option("--mode", help="Judging mode.")]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_URL: Final = "http://127.0.0.1:8000"
 
 eval_app = typer.Typer(
     no_args_is_help=True,
@@ -79,67 +87,6 @@ eval_app = typer.Typer(
     help="Evaluation harnesses (ProcessBench, Best-of-N, pairwise comparison, MCQ) against a "
     "running service.",
 )
-
-DataOpt = Annotated[
-    Path | None,
-    typer.Option("--data", help="Data file; default: the standard file under Settings.data_dir."),
-]
-LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="First N items only.")]
-ModeOpt = Annotated[ProcessMode, typer.Option("--mode", help="Judging mode.")]
-ReasoningOpt = Annotated[
-    int, typer.Option("--reasoning-tokens", min=1, help="Rationale budget (reasoning mode).")
-]
-ConcurrencyOpt = Annotated[
-    int, typer.Option("--concurrency", min=1, help="Requests in flight at most.")
-]
-UrlOpt = Annotated[str, typer.Option("--url", help="Base URL of the service.")]
-TimeoutOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--timeout",
-        min=1.0,
-        help="Read timeout per request, seconds (default 330); for a slow judge, with the "
-        "server's VERIFIER_LIMITS__REQUEST_TIMEOUT_S raised to match.",
-    ),
-]
-OutputOpt = Annotated[Path, typer.Option("--output", help="Where to write the result JSON.")]
-
-
-# --- pure helpers ----------------------------------------------------------------------------
-
-
-def resolve_data(data: Path | None, default: Path) -> Path:
-    """`data` if given, else `default` under the settings' data directory."""
-    return data if data is not None else Settings().data_dir / default
-
-
-# --- running ---------------------------------------------------------------------------------
-
-
-def _run(
-    desc: str,
-    job: Callable[[ProgressFn], Coroutine[Any, Any, dict[str, Any]]],
-    output: Path,
-    rows: Callable[[dict[str, Any]], list[tuple[str, str]]],
-) -> None:
-    """Run `job` under a progress bar, write its JSON and print its table; exit 1 on errors."""
-    from verifier_client import VerifierError
-
-    with tqdm(desc=desc, unit="item", total=None) as bar:
-
-        def progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done - bar.n)
-
-        try:
-            result = asyncio.run(job(progress))
-        except (ValueError, OSError, VerifierError, httpx.HTTPError) as exc:
-            bar.close()
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from exc
-    write_json(output, result)
-    print_table(make_table((desc, "value"), rows(result)))
-    typer.echo(f"wrote {output}")
 
 
 @eval_app.command("processbench")
@@ -177,7 +124,7 @@ def processbench_cmd(
             progress=progress,
         )
 
-    _run("processbench", job, output, processbench_rows)
+    run_harness("processbench", job, output, processbench_rows)
 
 
 @eval_app.command("bestofn")
@@ -218,7 +165,7 @@ def bestofn_cmd(
             progress=progress,
         )
 
-    _run("bestofn", job, output, bestofn_rows)
+    run_harness("bestofn", job, output, bestofn_rows)
 
 
 @eval_app.command("compare")
@@ -265,7 +212,7 @@ def compare_cmd(
             progress=progress,
         )
 
-    _run("compare", job, output, compare_rows)
+    run_harness("compare", job, output, compare_rows)
 
 
 @eval_app.command("reference")
@@ -311,39 +258,7 @@ def reference_cmd(
             progress=progress,
         )
 
-    _run("reference", job, output, reference_rows)
-
-
-@eval_app.command("code")
-def code_cmd(
-    output: OutputOpt,
-    data: DataOpt = None,
-    limit: LimitOpt = None,
-    url: UrlOpt = DEFAULT_URL,
-    samples: Annotated[Path | None, typer.Option(help="HumanEval-format samples.")] = None,
-    judge: Annotated[bool, typer.Option(help="Also read the judge's P(correct).")] = False,
-    test_timeout: Annotated[float, typer.Option(min=0.1)] = 10.0,
-    concurrency: Annotated[int, typer.Option(min=1)] = 4,
-) -> None:
-    """HumanEval's references and broken references through the code sandbox (and the judge):
-    pass rates and agreement with labels (docs/methods.md L; needs VERIFIER_CODE__ENABLED)."""
-    from service.evals import code
-
-    path = resolve_data(data, code.DEFAULT_FILE)
-
-    def job(progress: ProgressFn) -> Coroutine[Any, Any, dict[str, Any]]:
-        return code.run_code_eval(
-            url,
-            path,
-            limit,
-            samples=samples,
-            judge=judge,
-            timeout_s=test_timeout,
-            concurrency=concurrency,
-            progress=progress,
-        )
-
-    _run("code", job, output, code_rows)
+    run_harness("reference", job, output, reference_rows)
 
 
 LambdaFitOpt = Annotated[
@@ -399,7 +314,7 @@ def mcq_cmd(
             timeout_s=timeout,
         )
 
-    _run("mcq", job, output, mcq_rows)
+    run_harness("mcq", job, output, mcq_rows)
 
 
 def _plot_path(plot: Path | None, output: Path) -> Path:
@@ -522,7 +437,7 @@ def choices_only_cmd(
             progress=progress,
         )
 
-    _run("choices-only", job, output, choices_only_rows)
+    run_harness("choices-only", job, output, choices_only_rows)
     png = _plot_path(plot, output)
     plots.audit_plot(json.loads(output.read_text(encoding="utf-8"))["summary"], png)
     typer.echo(f"wrote {png}")
@@ -588,7 +503,9 @@ def calibration_cmd(
             url, path, dataset, *args, timeout_s=timeout, progress=progress
         )
 
-    _run("calibration", job, output, decision_calibration_rows if multiclass else calibration_rows)
+    run_harness(
+        "calibration", job, output, decision_calibration_rows if multiclass else calibration_rows
+    )
     result = json.loads(output.read_text(encoding="utf-8"))
     print_table(decision_calibration_grid(result) if multiclass else calibration_grid(result))
     png = _plot_path(plot, output)
@@ -598,3 +515,7 @@ def calibration_cmd(
 
 if __name__ == "__main__":
     eval_app()
+
+
+eval_app.command("code")(cli_rl.code_cmd)
+eval_app.command("rubric")(cli_rl.rubric_cmd)

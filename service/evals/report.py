@@ -143,6 +143,22 @@ def code_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def rubric_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Per criterion: accuracy and AUROC against its labels; the reward's AUROC."""
+    rows = [("cases (questions)", f"{result['n_cases']} ({result['n_questions']})")]
+    for name, c in result["criteria"].items():
+        rows.append(
+            (
+                f"{name} (w={fmt(c['weight'], 1)}): accuracy, AUROC",
+                f"{fmt(c['accuracy'], 4)}, {fmt(c['auroc'], 4)}",
+            )
+        )
+    rows.append(("reward AUROC vs correct", fmt(result["reward_auroc_correct"], 4)))
+    rows.append(("reward AUROC vs all good", fmt(result["reward_auroc_all_good"], 4)))
+    rows.append(("rubrics / s", fmt(result["rubrics_per_s"], 2)))
+    return rows
+
+
 def mcq_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Per method: accuracy, chance, RStd, cost per item and the letters it picks."""
     rows = [

@@ -118,6 +118,23 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.reward_items_in_flight = Gauge(
+            "verifier_reward_items_in_flight",
+            "Reward items (samples) in flight through this API process, by tenant",
+            ["tenant"],
+            registry=r,
+        )
+        self.reward_items_limit = Gauge(
+            "verifier_reward_items_limit",
+            "Reward items one tenant may have in flight over every API process (0: no cap)",
+            registry=r,
+        )
+        self.reward_concurrency_refused = Counter(
+            "verifier_reward_concurrency_refused",
+            "Reward calls refused at the tenant's cap on items in flight (429)",
+            ["tenant"],
+            registry=r,
+        )
         self._queues: list[object] = []
         self._caches: list[object] = []
         self.registry.register(_Counters("verifier_jobs", QUEUE_COUNTERS, self._queues))

@@ -109,11 +109,12 @@ def combine(
     reward = req.fallback_reward
     if not timed_out and failed is None:
         try:
-            if item.formula is None:
+            formula = item.parsed_formula()
+            if formula is None:
                 weights = {name: spec.weight for name, spec in item.components.items()}
                 reward = checks.weighted_sum(values, weights)
             else:
-                reward = checks.Formula.parse(item.formula, set(values)).evaluate(values)
+                reward = formula.evaluate(values)
         except (ArithmeticError, ValueError) as exc:
             failed = f"formula: {exc}"
     if timed_out or failed is not None:

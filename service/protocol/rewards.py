@@ -15,7 +15,7 @@ import math
 import re
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from service.protocol.base import JudgeMode, ServiceModel, _non_blank
 from service.protocol.code import CodeTests
@@ -282,6 +282,8 @@ class RewardItem(ServiceModel):
         + ", ".join(FUNCTIONS)
         + ". Nothing else is allowed.",
     )
+    # The formula as checked at validation, so it is parsed once per process.
+    _parsed: Formula | None = PrivateAttr(default=None)
 
     @field_validator("prompt")
     @classmethod
@@ -323,9 +325,15 @@ class RewardItem(ServiceModel):
                 "into the formula"
             )
         try:
-            Formula.parse(self.formula, set(components))
+            self._parsed = Formula.parse(self.formula, set(components))
         except FormulaError as exc:
             raise ValueError(f"formula {exc}") from exc
+
+    def parsed_formula(self) -> Formula | None:
+        """The formula as validated (None without one)."""
+        if self.formula is not None and self._parsed is None:  # built without validation
+            self._parsed = Formula.parse(self.formula, set(self.components or ()))
+        return self._parsed
 
     def specs(self) -> dict[str, Spec]:
         """The item's specs by component name ('' for a single verifier)."""

@@ -45,7 +45,15 @@ class RewardServing:
         refs = req.references()
         if req.method == "compare":
             return await self._by_comparison(pairs, refs, req)
-        specs = req.spec_items()
+        specs = {
+            i: item.model_copy(update={"prompt": pairs[i][0] or "(empty)", "response": pairs[i][1]})
+            for i, item in req.spec_items().items()
+        }
+        for i, item in specs.items():  # a slow or invalid regex: 422 before any engine work
+            try:
+                item.check_patterns(f"labels[{i}]")
+            except ValueError as exc:
+                raise InvalidRequest(str(exc)) from exc
         judged, by_spec = await asyncio.gather(
             asyncio.gather(
                 *(
@@ -54,7 +62,7 @@ class RewardServing:
                     if i not in specs
                 )
             ),
-            self._by_spec(pairs, specs, req),
+            self._by_spec(specs, req),
         )
         rest = iter(judged)
         results = [None if i in specs else next(rest) for i in range(len(pairs))]
@@ -74,18 +82,14 @@ class RewardServing:
             scores[i] = min(1.0, max(0.0, result.reward))  # scores are in [0, 1]
         return RewardResponse(rewards=rewards, scores=scores, extra_logs=logs, usage=usage)
 
-    async def _by_spec(
-        self, pairs: list[tuple[str, str]], specs: dict[int, RewardItem], req: RewardRequest
-    ) -> RewardsResponse:
-        """The queries whose label is a spec, as one rewards request (each by its own spec)."""
+    async def _by_spec(self, specs: dict[int, RewardItem], req: RewardRequest) -> RewardsResponse:
+        """The queries whose label is a spec (their prompt and response filled in), as one
+        rewards request (each by its own spec)."""
         if not specs:
             return RewardsResponse(model="", results=[], usage=Usage())
         if self._rewards is None:
             raise RuntimeError("per-query specs need the rewards serving")
-        items = [
-            item.model_copy(update={"prompt": pairs[i][0] or "(empty)", "response": pairs[i][1]})
-            for i, item in sorted(specs.items())
-        ]
+        items = [item for _, item in sorted(specs.items())]
         return await self._rewards.rewards(
             RewardsRequest(
                 items=items, mode=req.mode, reasoning_tokens=req.reasoning_tokens, cache=req.cache

@@ -19,6 +19,7 @@ With the default ``redis.prefix`` ``verifier:`` (``VERIFIER_REDIS__PREFIX``)::
     verifier:apikey:<sha256 hex>       an API key's record (hash; service/stores/auth.py)
     verifier:apikeys                   set of the key digests, for listing and revoking
     verifier:quota:<tenant>:<window>   tokens a tenant used in a quota window; EX window_s + 60
+    verifier:inflight:<tenant>         reward items a tenant has in flight (leases; zset)
 
 Results and idempotency records are scoped by tenant, so one tenant can neither read
 another's result nor collide with its idempotency keys. Job ids are unguessable
@@ -96,3 +97,6 @@ class RedisNames:
 
     def quota(self, tenant: str, window: int) -> str:
         return f"{self.prefix}quota:{tenant}:{window}"
+
+    def inflight(self, tenant: str) -> str:
+        return f"{self.prefix}inflight:{tenant}"

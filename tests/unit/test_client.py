@@ -80,6 +80,7 @@ def client(
         (404, "not_found", vc.NotFoundError),
         (429, "overloaded", vc.OverloadedError),
         (429, "quota_exhausted", vc.QuotaExhaustedError),
+        (429, "concurrency_limited", vc.ConcurrencyLimitedError),
         (502, "engine_error", vc.EngineFailureError),
         (502, "job_failed", vc.JobFailedError),
         (503, "not_ready", vc.NotReadyError),

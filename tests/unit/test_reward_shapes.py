@@ -270,3 +270,21 @@ def test_the_hooks_pick_a_spec_from_the_ground_truth_or_the_data_source() -> Non
     assert spec_fields("72", "gsm8k", None) is None
     own = {"type": "string", "operation": "eq", "reference": "x"}
     assert spec_fields(own, "unmapped", None) == {"verifier": own}
+
+
+async def test_get_reward_with_a_catastrophic_regex_label_is_a_422_before_any_read(
+    http: tuple[httpx.AsyncClient, FakeEngine],
+) -> None:
+    """The pattern runs on the query's own response (split in the worker) before any judgment."""
+    client, engine = http
+    body = {
+        "query": [Q + "\nA: " + RIGHT, Q + "\nA: " + "x" * 3000],
+        "separator": "\nA: ",
+        "labels": [None, {"type": "string", "operation": "regex", "pattern": r"(x+x+)+y"}],
+    }
+    r = await client.post("/get_reward", json=body)
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]["message"]
+    assert "labels[1].verifier.pattern" in message
+    assert "catastrophic" in message
+    assert engine.requests == []

@@ -23,6 +23,7 @@ VerifierError
       |    +-- RateLimitError           429 (retried first; carries ``retry_after``)
       |         +-- OverloadedError             overloaded
       |         +-- QuotaExhaustedError         quota_exhausted
+      |         +-- ConcurrencyLimitedError     concurrency_limited
       +-- ServerError            5xx
            +-- InternalServerError      500 internal_error
            +-- BadGatewayError          502
@@ -68,6 +69,7 @@ __all__ = [
     "NotServedByModelError",
     "CodeExecutionDisabledError",
     "OverloadedError",
+    "ConcurrencyLimitedError",
     "PayloadTooLargeError",
     "QueueUnavailableError",
     "QuotaExhaustedError",
@@ -185,6 +187,10 @@ class QuotaExhaustedError(RateLimitError):
     pass
 
 
+class ConcurrencyLimitedError(RateLimitError):
+    pass
+
+
 class ServerError(APIStatusError):
     pass
 
@@ -241,6 +247,7 @@ _BY_TYPE: dict[str, type[APIStatusError]] = {
     "code_execution_disabled": CodeExecutionDisabledError,
     "overloaded": OverloadedError,
     "quota_exhausted": QuotaExhaustedError,
+    "concurrency_limited": ConcurrencyLimitedError,
     "internal_error": InternalServerError,
     "engine_error": EngineFailureError,
     "job_failed": JobFailedError,

@@ -39,7 +39,8 @@ async def rewards(req: RewardsRequest, job: JobDep) -> Metered:
         raise InvalidRequest(str(exc)) from exc
     timeout = None if req.deadline_s is None else req.deadline_s + DEADLINE_GRACE_S
     try:
-        return await job.run("rewards", req, timeout_s=timeout)
+        async with job.reward_slots(len(req.items)):
+            return await job.run("rewards", req, timeout_s=timeout)
     except DeadlineExceeded:
         if req.deadline_s is None:
             raise
