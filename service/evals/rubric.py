@@ -120,6 +120,7 @@ async def _grade(client: AsyncClient, case: Case) -> dict[str, Any]:
     if result.criteria is None:
         raise ValueError(f"no criteria in a rubric result: {result.failed or result.decided_by}")
     return {
+        "question": case.question,
         "form": case.form,
         "labels": case.labels,
         "p": {
@@ -184,5 +185,6 @@ async def run_rubric_eval(
         "rubrics_per_s": len(rows) / wall if wall > 0 else None,
         "wall_s": wall,
         "model": model,
+        "rows": rows,
         "config": {"data": str(path), "url": url, "criteria": [list(c) for c in CRITERIA]},
     }

@@ -7,6 +7,7 @@ file order; each test leaves at least one live worker behind or starts a replace
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -83,7 +84,7 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             ["serve", "--no-worker", "--port", str(p)],
             "api_small",
             p,
-            {"VERIFIER_QUEUE__MAX_QUEUE_DEPTH": "2"},
+            {"VERIFIER_QUEUE__MAX_QUEUE_DEPTH": "2", "VERIFIER_REWARD__MAX_CONCURRENT_ITEMS": "8"},
         )
         workers = [c.start_worker(), c.start_worker()]
         # The probes Kubernetes and Docker use on a worker's metrics port: /health answers
@@ -299,6 +300,49 @@ def test_quota_holds_across_two_api_processes(cluster: Cluster) -> None:
     spent = sum(r.json()["usage"]["total_tokens"] for r in ok)
     biggest = max(r.json()["usage"]["total_tokens"] for r in ok)
     assert spent / QUOTA <= 1 + biggest / QUOTA
+
+
+def test_reward_leases_are_shared_through_redis(cluster: Cluster) -> None:
+    """A tenant's reward items in flight count across processes: slots held elsewhere (here by
+    the test, as another API process would) refuse a call past the cap, then come back."""
+    from service.stores.concurrency import RedisSlots
+    from service.stores.connection import connect
+
+    prefix = cluster.env["VERIFIER_REDIS__PREFIX"]
+    key = cluster.keys["alpha"]
+    small = f"http://127.0.0.1:{cluster.small_api.port}"
+    check = {"type": "string", "operation": "contains", "reference": "72"}
+    item = {"prompt": "Total?", "response": "It is 72.", "verifier": check}
+
+    def call(url: str, n: int) -> httpx.Response:
+        body = {"items": [item] * n}
+        return httpx.post(url + "/v1/rewards", json=body, headers=auth(key), timeout=120)
+
+    async def hold_then_call() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        r = connect(f"redis://127.0.0.1:{cluster.redis_port}/0")
+        try:
+            slots = RedisSlots(r, prefix, 60)
+            lease = await slots.acquire("alpha", 6, 8)
+            refused = await asyncio.to_thread(call, small, 4)
+            fits = await asyncio.to_thread(call, small, 2)
+            await slots.release(lease)
+            after = await asyncio.to_thread(call, small, 8)
+            assert await r.zcard(prefix + "inflight:alpha") == 0  # every call released its slots
+        finally:
+            await r.aclose()
+        return refused, fits, after
+
+    refused, fits, after = asyncio.run(hold_then_call())
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["error"]["type"] == "concurrency_limited"
+    assert refused.headers["X-Reward-Concurrency-In-Use"] == "6"
+    assert fits.status_code == 200, fits.text
+    assert fits.headers["X-Reward-Concurrency-In-Use"] == "8"
+    assert after.status_code == 200, after.text
+    assert (after.headers["X-Reward-Concurrency-Limit"], after.json()["results"][0]["reward"]) == (
+        "8",
+        1.0,
+    )
 
 
 def test_rule_decisions_spend_no_quota(cluster: Cluster) -> None:

@@ -217,3 +217,33 @@ def test_compare_pairs_report_and_the_first_order_read_is_debias_none(
     assert read["order"] == [0, 1]
     swapped = {tuple(r["order"]): r["probabilities"] for r in items[0]["reads"]}
     assert read["probabilities"] == pytest.approx(swapped[(0, 1)], abs=prob_tol)
+
+
+def test_rubric_report_recomputes_from_its_rows(server: Any, tmp_path: Path) -> None:
+    """Every case is graded by four criteria in one rubric; the labels follow the case's form,
+    the reward is the weighted aggregate of the returned probabilities, the metrics come
+    from the rows."""
+    from service.evals.rubric import CRITERIA
+    from service.scoring.calibration import auroc
+
+    out = tmp_path / "rubric.json"
+    run_cli("rubric", "--limit", "2", "--url", server.url, "--output", str(out))
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert result["n_cases"] == len(rows) > 0
+    assert len(rows) % 3 == 0  # every solution in its three forms
+    assert result["usage"]["engine_calls"] == 4 * len(rows)  # one read per criterion
+    for row in rows:
+        labels = row["labels"]
+        assert labels["computation"] == (row["form"] != "answer_only")
+        assert labels["format"] == (row["form"] != "sentence")
+        assert labels["wrong_answer"] == (not labels["correct"])
+        raw = sum(w * row["p"][name] for name, _, w in CRITERIA) / 4.0
+        assert row["reward"] == pytest.approx(min(1.0, max(0.0, raw)), abs=1e-6)
+    for name, _, _ in CRITERIA:
+        probs = [r["p"][name] for r in rows]
+        labels = [int(r["labels"][name]) for r in rows]
+        right = sum(int(p >= 0.5) == y for p, y in zip(probs, labels, strict=True))
+        assert result["criteria"][name]["accuracy"] == pytest.approx(right / len(rows))
+        if 0 < sum(labels) < len(labels):
+            assert result["criteria"][name]["auroc"] == pytest.approx(auroc(probs, labels))

@@ -392,3 +392,36 @@ def test_cli_reports_an_unreachable_service_and_writes_nothing(
     assert result.exit_code == 1
     assert "error:" in result.stderr
     assert not out.exists()
+
+
+def test_rubric_cases_make_each_criterion_true_or_false_by_construction() -> None:
+    from service.evals import rubric
+    from service.scoring.bestofn import BestOfNItem, Candidate
+
+    item = BestOfNItem(
+        question="q",
+        ground_truth="2 + 2 = <<2+2=4>>4\nA: 4",
+        candidates=(
+            Candidate("a", "2 * 2 = 5\nA: 5", False),
+            Candidate("b", "2 + 2 = <<2+2=4>>4\nA: 4", True),
+            Candidate("c", "2 + 2 = 4\nA: 4", True),
+        ),
+    )
+    cases = rubric.build_cases([item])
+    assert [(c.form, c.labels["correct"]) for c in cases] == [
+        ("as_written", True),
+        ("answer_only", True),
+        ("sentence", True),
+        ("as_written", False),
+        ("answer_only", False),
+        ("sentence", False),
+    ]
+    assert {c.reference for c in cases} == {"4"}
+    by_form = {c.form: c.response for c in cases[:3]}
+    assert by_form == {
+        "as_written": "2 + 2 = <<2+2=4>>4\nA: 4",
+        "answer_only": "A: 4",
+        "sentence": "2 + 2 = <<2+2=4>>4\nSo the answer is 4.",
+    }
+    with pytest.raises(ValueError, match="no final"):
+        rubric.final_answer("it is 4")
