@@ -16,7 +16,7 @@ from service.protocol import OutcomeResponse, RerankResponse, ScoreResponse
 from service.protocol.calibrate import ProbabilityCalibration
 from service.protocol.calibrated import CalibrationInfo, DecisionCalibrationInfo
 from service.protocol.compare import CompareResponse
-from service.protocol.decisions import (
+from service.protocol.decision_results import (
     Answer,
     ChoiceAnswer,
     ChoiceProbability,
@@ -27,7 +27,8 @@ from service.protocol.decisions import (
 )
 from service.protocol.mcq import MCQAnswer, MCQAnswerResponse, MCQBatchResponse
 from service.protocol.reward import RewardResponse
-from service.scoring.calibration import calibrated_probability, tempered
+from service.scoring.calibration import calibrated_probability
+from service.scoring.calibration_multiclass import tempered
 from service.scoring.decisions import expected_level
 from service.scoring.outcome import verdict
 

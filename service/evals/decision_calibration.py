@@ -50,7 +50,7 @@ from service.evals.common import (
     sum_usage,
 )
 from service.evals.data import GoldItem, read_arc
-from service.scoring import calibration
+from service.scoring import calibration, calibration_multiclass
 
 logger = logging.getLogger(__name__)
 
@@ -189,11 +189,11 @@ def summarize(reads: list[Read], folds: int, n_bins: int, seed: int) -> dict[str
     for g, r in enumerate(done):
         assert r.probabilities is not None  # filtered above
         for kind, probs, answer in zip(r.kinds, r.probabilities, r.answers, strict=True):
-            rows.append(calibration.option_logits(probs))
+            rows.append(calibration_multiclass.option_logits(probs))
             answers.append(answer)
             kinds.append(kind)
             groups.append(g)
-    fit = calibration.calibrate_by_kind(
+    fit = calibration_multiclass.calibrate_by_kind(
         rows, answers, kinds, groups, folds=folds, n_bins=n_bins, seed=seed
     )
     by_type: dict[str, Any] = {}
@@ -217,7 +217,7 @@ def summarize(reads: list[Read], folds: int, n_bins: int, seed: int) -> dict[str
         mine = [i for i, k in enumerate(kinds) if k == kind]
         for i, z in zip(mine, f.held_out, strict=True):
             held[i] = z
-    fold_of = calibration.group_folds(groups, folds, seed)
+    fold_of = calibration_multiclass.group_folds(groups, folds, seed)
     items = [
         {
             "id": done[groups[i]].id,

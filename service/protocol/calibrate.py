@@ -26,9 +26,10 @@ from service.protocol.calibrated import (
     CalibrationInfo,
     ScalingMethod,
 )
-from service.protocol.decisions import DecisionExample
+from service.protocol.decision_labels import DecisionExample
 from service.protocol.limits import Documents, ReasoningTokens, Text, Texts
-from service.scoring.calibration import MIN_EXAMPLES, group_folds, pair_labels
+from service.scoring.calibration import MIN_EXAMPLES, pair_labels
+from service.scoring.calibration_multiclass import group_folds
 
 CalibrationTarget = Literal["outcome", "compare", "decisions", "mcq"]
 """What a calibration applies to: ``outcome`` (an outcome judgment's score), ``compare``

@@ -24,7 +24,8 @@ from service.protocol.calibrate import (
 )
 from service.protocol.code import RunCodeRequest, RunCodeResponse
 from service.protocol.compare import CompareRequest, CompareResponse
-from service.protocol.decisions import DecisionRequest, DecisionResponse
+from service.protocol.decision_results import DecisionResponse
+from service.protocol.decisions import DecisionRequest
 from service.protocol.judge import (
     OutcomeRequest,
     OutcomeResponse,

@@ -25,20 +25,14 @@ from service.protocol.calibrate import (
     TypeFit,
 )
 from service.protocol.compare import CompareRequest
-from service.protocol.decisions import (
-    Answer,
-    ChoiceAnswer,
-    PredicateAnswer,
-    RefusalAnswer,
-)
+from service.protocol.decision_results import Answer, ChoiceAnswer, PredicateAnswer, RefusalAnswer
 from service.scoring.calibration import (
     BinaryMetrics,
     CalibrationInputError,
     calibrate_binary,
-    calibrate_by_kind,
-    option_logits,
     pair_logits,
 )
+from service.scoring.calibration_multiclass import calibrate_by_kind, option_logits
 from service.scoring.finite import finite_or_none
 from service.serving.compare import CompareServing
 from service.serving.decisions import DecisionServing

@@ -16,20 +16,22 @@ from dataclasses import dataclass
 
 from service.engine.base import Engine, GenerateCall, OptionCall, OptionResult, TokenUsage
 from service.errors import InvalidRequest
-from service.protocol.decisions import (
+from service.protocol.decision_results import (
     Answer,
     ChoiceAnswer,
     ChoiceProbability,
-    ChoiceQuestion,
-    DecisionRequest,
     DecisionResponse,
     DecisionUsage,
     PredicateAnswer,
-    PredicateQuestion,
-    Question,
     RefusalAnswer,
     ScoreAnswer,
     ScoreProbability,
+)
+from service.protocol.decisions import (
+    ChoiceQuestion,
+    DecisionRequest,
+    PredicateQuestion,
+    Question,
     ScoreQuestion,
 )
 from service.protocol.mcq import Calibration

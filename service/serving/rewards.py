@@ -19,7 +19,7 @@ from service.config import RewardSettings
 from service.errors import CodeExecutionDisabled, InvalidRequest, ServiceError
 from service.protocol import OutcomeRequest, Usage
 from service.protocol.base import JudgeMode
-from service.protocol.decisions import PredicateAnswer
+from service.protocol.decision_results import PredicateAnswer
 from service.protocol.judge import VerifierKind
 from service.protocol.reward_results import (
     CheckResult,

@@ -14,10 +14,9 @@ from scipy import special
 from service.api import calibrated
 from service.protocol.base import Usage
 from service.protocol.calibrate import ProbabilityCalibrationRequest
-from service.protocol.decisions import (
+from service.protocol.decision_results import (
     ChoiceAnswer,
     ChoiceProbability,
-    DecisionRequest,
     DecisionResponse,
     DecisionUsage,
     PredicateAnswer,
@@ -25,8 +24,10 @@ from service.protocol.decisions import (
     ScoreAnswer,
     ScoreProbability,
 )
+from service.protocol.decisions import DecisionRequest
 from service.protocol.mcq import DebiasInfo, MCQAnswerResponse, MCQBatchResponse
 from service.scoring import calibration as c
+from service.scoring import calibration_multiclass as cm
 from tests.support.calibration_math import ece_of_bins
 from tests.support.calibration_records import record
 
@@ -45,7 +46,7 @@ SCORE = {
 def test_multiclass_metrics_are_top_label_with_multiclass_nll_and_brier() -> None:
     probs = [[0.7, 0.2, 0.1], [0.4, 0.6], [0.5, 0.3, 0.2], [0.1, 0.9]]
     answers = [0, 0, 2, 1]
-    m = c.multiclass_metrics([c.option_logits(p) for p in probs], answers, n_bins=2)
+    m = cm.multiclass_metrics([cm.option_logits(p) for p in probs], answers, n_bins=2)
     # confidences 0.7, 0.6, 0.5, 0.9; right: yes, no, no, yes
     assert (m.n, m.base_rate) == (4, 0.5)
     assert m.mean_probability == pytest.approx(np.mean([0.7, 0.6, 0.5, 0.9]))
@@ -60,13 +61,13 @@ def test_multiclass_metrics_are_top_label_with_multiclass_nll_and_brier() -> Non
 
 def test_group_folds_keep_a_group_together_and_are_deterministic() -> None:
     groups = [0, 0, 1, 2, 2, 2, 3, 4]
-    folds = c.group_folds(groups, 2, seed=3)
+    folds = cm.group_folds(groups, 2, seed=3)
     for g in set(groups):
         assert len({int(folds[i]) for i, x in enumerate(groups) if x == g}) == 1
     assert sorted(set(folds.tolist())) == [0, 1]
-    assert c.group_folds(groups, 2, seed=3).tolist() == folds.tolist()
+    assert cm.group_folds(groups, 2, seed=3).tolist() == folds.tolist()
     with pytest.raises(c.CalibrationInputError, match="6 folds need at least 6 examples"):
-        c.group_folds(groups, 6)
+        cm.group_folds(groups, 6)
 
 
 def overconfident(n: int, k: int, seed: int) -> tuple[list[list[float]], list[int]]:
@@ -82,10 +83,10 @@ def overconfident(n: int, k: int, seed: int) -> tuple[list[list[float]], list[in
 def test_a_temperature_per_kind_undoes_overconfidence_and_keeps_every_argmax() -> None:
     choice, choice_y = overconfident(300, 4, seed=0)
     pred, pred_y = overconfident(300, 2, seed=1)
-    rows = [c.option_logits(p) for p in choice + pred]
+    rows = [cm.option_logits(p) for p in choice + pred]
     kinds = ["choice"] * 300 + ["predicate"] * 300
     groups = list(range(300)) * 2  # the i-th choice and predicate share an input
-    fit = c.calibrate_by_kind(rows, choice_y + pred_y, kinds, groups, folds=5, n_bins=10)
+    fit = cm.calibrate_by_kind(rows, choice_y + pred_y, kinds, groups, folds=5, n_bins=10)
     for kind in ("choice", "predicate"):
         assert fit.by_kind[kind].temperature.t == pytest.approx(3.0, rel=0.25)
         assert len(fit.by_kind[kind].fold_temperatures) == 5
@@ -108,10 +109,10 @@ def vars_of(b: c.ReliabilityBin) -> dict[str, Any]:
 
 def test_tempered_probabilities_are_the_softmax_of_log_p_over_t() -> None:
     p = [0.6, 0.3, 0.1, 0.0]
-    got = c.tempered(p, 2.0)
+    got = cm.tempered(p, 2.0)
     root = np.sqrt(p)
     assert got == pytest.approx((root / root.sum()).tolist(), abs=1e-12)
-    assert c.tempered([0.25, 0.75], 1.0) == pytest.approx([0.25, 0.75], abs=1e-15)
+    assert cm.tempered([0.25, 0.75], 1.0) == pytest.approx([0.25, 0.75], abs=1e-15)
 
 
 # --- the fit request -------------------------------------------------------------------------
@@ -256,7 +257,7 @@ def test_a_calibrated_decision_maps_each_fitted_type_and_keeps_every_choice() ->
     ch = out.answers[0]
     assert isinstance(ch, ChoiceAnswer)
     assert [p.probability for p in ch.probabilities] == pytest.approx(
-        c.tempered([0.5, 0.3, 0.2], 2.0), abs=1e-15
+        cm.tempered([0.5, 0.3, 0.2], 2.0), abs=1e-15
     )
     assert ch.choice == "v0"
     assert ch.confidence == ch.probabilities[0].probability
@@ -275,7 +276,7 @@ def test_a_calibrated_score_recomputes_its_expected_level() -> None:
     a = out.answers[0]
     assert isinstance(a, ScoreAnswer)
     probs = [p.probability for p in a.probabilities]
-    assert probs == pytest.approx(c.tempered([0.2, 0.5, 0.3], 3.0), abs=1e-15)
+    assert probs == pytest.approx(cm.tempered([0.2, 0.5, 0.3], 3.0), abs=1e-15)
     assert a.score == pytest.approx(sum(i * p for i, p in enumerate(probs)))
     assert (a.raw_score, a.confidence) == (pytest.approx(1.1), max(probs))
 
@@ -354,7 +355,7 @@ def mcq_answer(probs: list[float]) -> MCQAnswerResponse:
 def test_a_calibrated_mcq_answer_maps_probs_and_keeps_the_answer_and_the_raw_read() -> None:
     cal = record("temperature", target="mcq")  # T = 2
     out = calibrated.mcq(mcq_answer([0.1, 0.6, 0.2, 0.1]), cal)
-    assert out.probs == pytest.approx(c.tempered([0.1, 0.6, 0.2, 0.1], 2.0), abs=1e-15)
+    assert out.probs == pytest.approx(cm.tempered([0.1, 0.6, 0.2, 0.1], 2.0), abs=1e-15)
     assert out.uncalibrated_probs == [0.1, 0.6, 0.2, 0.1]
     assert out.probs_raw == [0.25] * 4  # before debiasing: untouched
     assert (out.answer_index, out.answer_letter) == (1, "B")
@@ -365,7 +366,7 @@ def test_a_calibrated_mcq_answer_maps_probs_and_keeps_the_answer_and_the_raw_rea
     )
     mapped = calibrated.mcq_batch(batch, cal)
     assert [r.probs for r in mapped.results] == [
-        pytest.approx(c.tempered([0.7, 0.3], 2.0)),
+        pytest.approx(cm.tempered([0.7, 0.3], 2.0)),
         [0.5, 0.5],
     ]
     assert [r.answer_index for r in mapped.results] == [0, 0]

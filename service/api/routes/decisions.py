@@ -8,7 +8,8 @@ from service.api import calibrated
 from service.api.errors import ERRORS
 from service.api.pipeline import JobDep
 from service.protocol import Metered
-from service.protocol.decisions import DecisionRequest, DecisionResponse
+from service.protocol.decision_results import DecisionResponse
+from service.protocol.decisions import DecisionRequest
 
 router = APIRouter(prefix="/v1", tags=["decisions"], responses=ERRORS)
 
