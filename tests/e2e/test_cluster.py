@@ -31,16 +31,17 @@ from loadtests.metrics_text import sample_sum
 from service.stores.keys import RedisNames
 from tests.support.cluster import (
     Cluster,
-    Proc,
     auth,
     busy_worker,
     children_of,
     create_key,
     fire,
     freeze_busy_worker,
+    health_then_ready,
     judge,
     metric,
     pid_alive,
+    probe,
     wait_api,
     wait_worker,
 )
@@ -102,23 +103,6 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield c
     finally:
         c.close()
-
-
-def probe(url: str) -> int | None:
-    try:
-        return httpx.get(url, timeout=2).status_code
-    except httpx.TransportError:
-        return None
-
-
-def health_then_ready(worker: Proc) -> tuple[int | None, int | None]:
-    """Once a starting worker's /health answers 200: its /health and /ready statuses."""
-    deadline = time.monotonic() + 60
-    while (port := worker.logged_port()) is None or probe(f"http://127.0.0.1:{port}/health") != 200:
-        assert time.monotonic() < deadline, f"no /health 200:\n{worker.server.log_tail()}"
-        worker.server.check_alive()
-        time.sleep(0.1)
-    return 200, probe(f"http://127.0.0.1:{port}/ready")
 
 
 def test_a_worker_is_healthy_before_it_is_ready(cluster: Cluster) -> None:
@@ -303,46 +287,35 @@ def test_quota_holds_across_two_api_processes(cluster: Cluster) -> None:
 
 
 def test_reward_leases_are_shared_through_redis(cluster: Cluster) -> None:
-    """A tenant's reward items in flight count across processes: slots held elsewhere (here by
-    the test, as another API process would) refuse a call past the cap, then come back."""
+    """Reward slots held elsewhere (here by the test, as another API process would) count
+    against the tenant's cap (8 on the small API), then come back."""
     from service.stores.concurrency import RedisSlots
     from service.stores.connection import connect
 
-    prefix = cluster.env["VERIFIER_REDIS__PREFIX"]
-    key = cluster.keys["alpha"]
-    small = f"http://127.0.0.1:{cluster.small_api.port}"
+    small, key = f"http://127.0.0.1:{cluster.small_api.port}", cluster.keys["alpha"]
     check = {"type": "string", "operation": "contains", "reference": "72"}
-    item = {"prompt": "Total?", "response": "It is 72.", "verifier": check}
 
-    def call(url: str, n: int) -> httpx.Response:
-        body = {"items": [item] * n}
-        return httpx.post(url + "/v1/rewards", json=body, headers=auth(key), timeout=120)
+    def call(n: int) -> httpx.Response:
+        body = {"items": [{"prompt": "Total?", "response": "It is 72.", "verifier": check}] * n}
+        return httpx.post(small + "/v1/rewards", json=body, headers=auth(key), timeout=120)
 
-    async def hold_then_call() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+    async def hold_then_call() -> list[httpx.Response]:
         r = connect(f"redis://127.0.0.1:{cluster.redis_port}/0")
-        try:
-            slots = RedisSlots(r, prefix, 60)
-            lease = await slots.acquire("alpha", 6, 8)
-            refused = await asyncio.to_thread(call, small, 4)
-            fits = await asyncio.to_thread(call, small, 2)
-            await slots.release(lease)
-            after = await asyncio.to_thread(call, small, 8)
-            assert await r.zcard(prefix + "inflight:alpha") == 0  # every call released its slots
-        finally:
-            await r.aclose()
-        return refused, fits, after
+        prefix = cluster.env["VERIFIER_REDIS__PREFIX"]
+        lease = await RedisSlots(r, prefix, 60).acquire("alpha", 6, 8)
+        out = [await asyncio.to_thread(call, 4), await asyncio.to_thread(call, 2)]
+        await RedisSlots(r, prefix, 60).release(lease)
+        out.append(await asyncio.to_thread(call, 8))
+        assert await r.zcard(prefix + "inflight:alpha") == 0  # every call released its slots
+        await r.aclose()
+        return out
 
     refused, fits, after = asyncio.run(hold_then_call())
-    assert refused.status_code == 429, refused.text
-    assert refused.json()["error"]["type"] == "concurrency_limited"
+    assert (refused.status_code, refused.json()["error"]["type"]) == (429, "concurrency_limited")
     assert refused.headers["X-Reward-Concurrency-In-Use"] == "6"
-    assert fits.status_code == 200, fits.text
-    assert fits.headers["X-Reward-Concurrency-In-Use"] == "8"
-    assert after.status_code == 200, after.text
-    assert (after.headers["X-Reward-Concurrency-Limit"], after.json()["results"][0]["reward"]) == (
-        "8",
-        1.0,
-    )
+    assert (fits.status_code, fits.headers["X-Reward-Concurrency-In-Use"]) == (200, "8")
+    assert (after.status_code, after.headers["X-Reward-Concurrency-Limit"]) == (200, "8")
+    assert after.json()["results"][0]["reward"] == 1.0
 
 
 def test_rule_decisions_spend_no_quota(cluster: Cluster) -> None:

@@ -135,6 +135,23 @@ class Cluster:
             raise errors[0]
 
 
+def probe(url: str) -> int | None:
+    try:
+        return httpx.get(url, timeout=2).status_code
+    except httpx.TransportError:
+        return None
+
+
+def health_then_ready(worker: Proc) -> tuple[int | None, int | None]:
+    """Once a starting worker's /health answers 200: its /health and /ready statuses."""
+    deadline = time.monotonic() + 60
+    while (port := worker.logged_port()) is None or probe(f"http://127.0.0.1:{port}/health") != 200:
+        assert time.monotonic() < deadline, f"no /health 200:\n{worker.server.log_tail()}"
+        worker.server.check_alive()
+        time.sleep(0.1)
+    return 200, probe(f"http://127.0.0.1:{port}/ready")
+
+
 def wait_worker(proc: Proc, timeout: float = 600) -> None:
     """Until the worker's probe port answers /ready (its engine scored the probe judgment)."""
     proc.server.wait_ready(probe=proc.ready, timeout_s=timeout)
