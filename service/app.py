@@ -129,6 +129,19 @@ async def start_engine(settings: Settings) -> Engine:
     return await asyncio.to_thread(_start_vllm, settings)
 
 
+async def start_audit_judge(settings: Settings) -> Engine:
+    """The audit's remote judge (``audit.judge``), named by the model its server serves."""
+    from service.engine.models import resolve_model
+    from service.engine.openai_engine import OpenAIEngine
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    cfg = settings.audit.judge
+    tokenizer = cfg.tokenizer or await asyncio.to_thread(resolve_model, settings)
+    engine = await OpenAIEngine.start(settings, tokenizer, cfg=cfg, name=cfg.model)
+    logger.info("audit judge: %s", engine.model_info().path)
+    return engine
+
+
 def make_judgment_store(settings: Settings, redis: Redis | None) -> JudgmentStore | None:
     """The judgment cache's store: Redis (shared by every worker) when configured; it uses
     the process's Redis client, which its owner closes."""
@@ -180,7 +193,13 @@ async def start_services(
     sandbox = (
         await asyncio.to_thread(Sandbox.start, settings.code) if settings.code.enabled else None
     )
-    engine = await start_engine(settings)
+    judge = await start_audit_judge(settings) if settings.audit.remote_judge else None
+    try:
+        engine = await start_engine(settings)
+    except BaseException:
+        if judge is not None:
+            await bounded(judge.shutdown(), CLOSE_TIMEOUT_S, "closing the audit judge")
+        raise
     store = make_judgment_store(settings, redis)
     if store is not None and metrics is not None:
         metrics.watch_cache(store)
@@ -194,6 +213,7 @@ async def start_services(
         settings.engine,
         tie_tolerance=tie_tolerance(settings),
         sandbox=sandbox,
+        audit_judge=judge,
     )
     # The probe runs outside any job, so it names its tenant as a job would (the tenant has no
     # default: a job path that forgets to set it must fail, not share another tenant's state).

@@ -183,6 +183,22 @@ class EngineSettings(SettingsGroup):
     tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per engine.")
 
 
+class AuditSettings(SettingsGroup):
+    """The choices-only audit (docs/methods.md C): an optional remote judge of its traces."""
+
+    remote_judge: bool = Field(
+        default=False,
+        description="Start a remote OpenAI-compatible judge (settings under audit.judge) that "
+        "an audit may name to predict its traces' letters (predictability_judge: remote), so a "
+        "stronger model can judge a weaker one's traces.",
+    )
+    judge: OpenAIEngineSettings = Field(
+        default_factory=OpenAIEngineSettings,
+        description="The remote judge; its tokenizer (judge.tokenizer) defaults to the served "
+        "model's, right only when both share one.",
+    )
+
+
 class RankingSettings(SettingsGroup):
     """How /v1/score and /v1/rerank report scores closer than the engine can tell apart."""
 
@@ -415,6 +431,7 @@ class Settings(BaseSettings):
     reward: RewardSettings = Field(default_factory=RewardSettings)
     rules: RuleSettings = Field(default_factory=RuleSettings)
     code: CodeSettings = Field(default_factory=CodeSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

@@ -158,11 +158,14 @@ class OpenAIEngine:
         settings: Settings,
         tokenizer_path: str,
         transport: httpx.AsyncBaseTransport | None = None,
+        cfg: OpenAIEngineSettings | None = None,
+        name: str | None = None,
     ) -> OpenAIEngine:
         """Connect, find the served model, load the tokenizer, prove logprob_token_ids work.
 
-        ``transport`` replaces the network (tests)."""
-        cfg = settings.engine.openai
+        ``cfg`` and ``name``: another server than ``engine.openai`` (the audit's judge) and the
+        name it goes by ("": the server's model id). ``transport`` replaces the network."""
+        cfg = cfg or settings.engine.openai
         headers = {"authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
         http = httpx.AsyncClient(
             base_url=api_root(cfg.base_url),
@@ -178,7 +181,7 @@ class OpenAIEngine:
             card = await _served_model(http, cfg)
             max_len = int(card.get("max_model_len") or settings.engine.max_model_len)
             info = ModelInfo(
-                name=settings.model_name,
+                name=(settings.model_name if name is None else name) or str(card["id"]),
                 path=f"{api_root(cfg.base_url)} ({card['id']})",
                 max_model_len=min(max_len, settings.engine.max_model_len),
                 device="remote",

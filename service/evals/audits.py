@@ -184,6 +184,7 @@ async def run_choices_only(
     perturbations: bool = False,
     tag_strategies: bool = False,
     predictability: bool = False,
+    predictability_judge: str = "served",
     seed: int | None = None,
     temperature: float = 0.0,
     chunk: int = CHUNK,
@@ -202,7 +203,7 @@ async def run_choices_only(
     ]
     if not items:
         raise ValueError(f"{data}: no readable items")
-    options = {
+    options: dict[str, Any] = {
         "conditions": list(conditions),
         "reasoning_tokens": reasoning_tokens,
         "idk": idk,
@@ -212,6 +213,8 @@ async def run_choices_only(
         "seed": seed,
         "temperature": temperature,
     }
+    if predictability:
+        options["predictability_judge"] = predictability_judge
     chunks = [items[i : i + chunk] for i in range(0, len(items), chunk)]
     start = time.perf_counter()
     async with open_client(url, concurrency, transport) as client:
@@ -232,6 +235,7 @@ async def run_choices_only(
     report: dict[str, Any] = finite_or_none(
         {
             "model": answers[0]["model"],
+            "predictability_judge": answers[0]["predictability_judge"],
             "summary": summary,
             "items": results,
             "n_items": len(results),

@@ -10,6 +10,7 @@ Usage:
         [--methods none,popdebias,pride,contextual] [--calib-ratio 0.2] [--seed 0] [--url ...]
     verifier eval choices-only --output co.json [--data FILE] [--limit N] [--plot co.png]
         [--reasoning-tokens 64] [--idk] [--perturbations] [--tag-strategies] [--predictability]
+        [--predictability-judge served|remote]
         [--chunk 8] [--concurrency 2] [--url ...]
     verifier eval bestofn --output bon.json [--data FILE] [--limit N] [--method fused]
         [--mode direct] [--alpha 0.5] [--aggregation mean_logit] [--reasoning-tokens 256]
@@ -411,6 +412,14 @@ def choices_only_cmd(
             "--predictability", help="A judge predicts each reason trace's letter from it alone."
         ),
     ] = False,
+    predictability_judge: Annotated[
+        Literal["served", "remote"],
+        typer.Option(
+            "--predictability-judge",
+            help="served: the served model; remote: the judge the server was started with "
+            "(VERIFIER_AUDIT__REMOTE_JUDGE).",
+        ),
+    ] = "served",
     chunk: Annotated[int, typer.Option("--chunk", min=1, help="Items per request.")] = 8,
     concurrency: ConcurrencyOpt = 2,
     url: UrlOpt = DEFAULT_URL,
@@ -432,6 +441,7 @@ def choices_only_cmd(
             perturbations=perturbations,
             tag_strategies=tag_strategies,
             predictability=predictability,
+            predictability_judge=predictability_judge,
             chunk=chunk,
             concurrency=concurrency,
             progress=progress,

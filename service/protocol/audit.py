@@ -68,10 +68,14 @@ class AuditRequest(BudgetOptions):
     )
     predictability: bool = Field(
         default=False,
-        description="Reason conditions: a judge (the served model) reads each trace with the "
-        "lettered options, without the question, its ANSWER line and a last paragraph naming "
-        "a letter, and predicts the letter; agreement with the letter read (docs/methods.md "
-        "C.3).",
+        description="Reason conditions: a judge reads each trace with the lettered options, "
+        "without the question, its ANSWER line and a last paragraph naming a letter, and "
+        "predicts the letter; agreement with the letter read (docs/methods.md C.3).",
+    )
+    predictability_judge: Literal["served", "remote"] = Field(
+        default="served",
+        description="Who reads the traces: the served model, or the remote judge the service "
+        "was started with (VERIFIER_AUDIT__REMOTE_JUDGE), e.g. a stronger model.",
     )
     evidence_tokens: int = Field(default=24, ge=1, le=256)
     artifact_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -86,6 +90,8 @@ class AuditRequest(BudgetOptions):
                 "predictability needs a reason condition (full_reason or choices_only_reason): "
                 "the base conditions write no trace"
             )
+        if self.predictability_judge != "served" and not self.predictability:
+            raise ValueError("predictability_judge applies with predictability: true")
         if self.tag_strategies and "choices_only_reason" not in self.conditions:
             raise ValueError("tag_strategies needs the choices_only_reason condition")
         if self.perturbations and not {"full_base", "choices_only_base"} & set(self.conditions):
@@ -227,6 +233,9 @@ class _AuditFields(BaseModel):
     items: list[AuditItemResult]
     summary: AuditSummary
     tokens_by_condition: dict[str, int]
+    predictability_judge: str | None = Field(
+        default=None, description="With predictability: the model that read the traces."
+    )
 
 
 class AuditResponse(Metered, _AuditFields):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from service.engine.base import Engine, GenerateCall, JudgeCall, OptionCall, TokenUsage
+from service.errors import InvalidRequest
 from service.protocol import Usage
 from service.protocol.audit import (
     AuditConditionResult,
@@ -47,14 +48,46 @@ class _Shown:
     options: list[str]
 
 
+class _Reader:
+    """Letter reads on one engine, in its own tokenizer (the served model, or the remote judge
+    of the traces)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self._letter_ids: dict[int, list[list[int]]] = {}
+        self._special = special_tokens(engine.tokenizer)
+
+    def defuse(self, text: str) -> str:
+        return prompts.defuse(text, (), self._special)
+
+    def ids(self, text: str) -> list[int]:
+        return encode(self.tokenizer, text)
+
+    def _letters(self, k: int) -> list[list[int]]:
+        if k not in self._letter_ids:
+            self._letter_ids[k] = prompts.letter_variant_ids(self.tokenizer, k)
+        return self._letter_ids[k]
+
+    async def read(
+        self, texts: Sequence[str], ks: Sequence[int], usage: TokenUsage
+    ) -> list[list[float]]:
+        """The option probabilities at the end of each text (its letter slot)."""
+        calls = [OptionCall(self.ids(t), self._letters(k)) for t, k in zip(texts, ks, strict=True)]
+        results = await self.engine.option_logprobs(calls) if calls else []
+        for r in results:
+            usage.add(r.usage)
+        return [debias.softmax(r.logprobs) for r in results]
+
+
 class AuditServing:
     """Serves POST /v1/mcq/audit."""
 
-    def __init__(self, engine: Engine, model_name: str) -> None:
+    def __init__(self, engine: Engine, model_name: str, judge: Engine | None = None) -> None:
         self._engine = engine
         self._model = model_name
-        self._letter_ids: dict[int, list[list[int]]] = {}
-        self._special = special_tokens(engine.tokenizer)
+        self._served = _Reader(engine)
+        self._remote = None if judge is None else _Reader(judge)
 
     # -- prompts ----------------------------------------------------------------------------
 
@@ -64,26 +97,28 @@ class AuditServing:
         return prompts.render_chat(self._engine.tokenizer, AUDIT_SYSTEM, user)
 
     def _defuse(self, text: str) -> str:
-        return prompts.defuse(text, (), self._special)
-
-    def _letters(self, k: int) -> list[list[int]]:
-        if k not in self._letter_ids:
-            self._letter_ids[k] = prompts.letter_variant_ids(self._engine.tokenizer, k)
-        return self._letter_ids[k]
+        return self._served.defuse(text)
 
     def _ids(self, text: str) -> list[int]:
-        return encode(self._engine.tokenizer, text)
+        return self._served.ids(text)
 
     # -- engine steps -----------------------------------------------------------------------
 
     async def _read(
         self, texts: Sequence[str], ks: Sequence[int], usage: TokenUsage
     ) -> list[list[float]]:
-        calls = [OptionCall(self._ids(t), self._letters(k)) for t, k in zip(texts, ks, strict=True)]
-        results = await self._engine.option_logprobs(calls) if calls else []
-        for r in results:
-            usage.add(r.usage)
-        return [debias.softmax(r.logprobs) for r in results]
+        return await self._served.read(texts, ks, usage)
+
+    def _judge(self, req: AuditRequest) -> _Reader:
+        """The reader of the traces: the served model, or the remote judge."""
+        if req.predictability_judge == "served":
+            return self._served
+        if self._remote is None:
+            raise InvalidRequest(
+                "predictability_judge 'remote' needs a remote judge: start the service with "
+                "VERIFIER_AUDIT__REMOTE_JUDGE=true and VERIFIER_AUDIT__JUDGE__BASE_URL"
+            )
+        return self._remote
 
     async def _base(self, shown: Sequence[_Shown], usage: TokenUsage) -> list[audit.ConditionRun]:
         texts = [self._chat(s, "base") + audit.ANSWER_SLOT for s in shown]
@@ -124,6 +159,10 @@ class AuditServing:
     # -- the audit --------------------------------------------------------------------------
 
     async def run(self, req: AuditRequest) -> AuditResponse:
+        judge = None  # who read the traces; a remote judge not configured: refused here
+        if req.predictability:
+            reader = self._judge(req)
+            judge = self._model if reader is self._served else reader.engine.model_info().name
         extra = [audit.IDK_OPTION] if req.idk else []
         records = [
             audit.ItemRun(k=len(it.options), answer_index=it.answer_index, item_id=it.id)
@@ -168,16 +207,18 @@ class AuditServing:
             ],
             summary=AuditSummary.model_validate(finite_or_none(summary)),
             tokens_by_condition={c: u.total_tokens for c, u in by_cond.items()},
+            predictability_judge=judge,
             usage=Usage.of(usage),
         )
 
     async def _predict(
         self, req: AuditRequest, records: list[audit.ItemRun], usage: TokenUsage
     ) -> None:
-        """Each reason trace, stripped (``audit.stripped_trace``), read by the served model as a
-        judge that sees the lettered options but never the question: its letter at
-        ``ANSWER:``."""
-        tok = self._engine.tokenizer
+        """Each reason trace, stripped (``audit.stripped_trace``), read by the judge (the served
+        model or the remote one) that sees the lettered options but never the question: its
+        letter at ``ANSWER:``."""
+        judge = self._judge(req)
+        tok = judge.tokenizer
         extra = [audit.IDK_OPTION] if req.idk else []
         shown = [
             (rec.runs[cond], [*item.options, *extra])
@@ -192,12 +233,12 @@ class AuditServing:
             prompts.render_chat(
                 tok,
                 audit.PREDICT_SYSTEM,
-                audit.predict_user(self._defuse(traces[i]), [self._defuse(o) for o in shown[i][1]]),
+                audit.predict_user(judge.defuse(traces[i]), [judge.defuse(o) for o in shown[i][1]]),
             )
             + audit.ANSWER_SLOT
             for i in live
         ]
-        probs = await self._read(chats, [len(runs[i].probs) for i in live], usage)
+        probs = await judge.read(chats, [len(runs[i].probs) for i in live], usage)
         for r in runs:
             r.prediction = audit.Prediction(index=None, prob=None, empty=True)
         for i, p in zip(live, probs, strict=True):

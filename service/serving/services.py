@@ -53,6 +53,7 @@ class Services:
     calibrate: CalibrationServing
     code: CodeServing
     judgments: JudgmentStore | None = None
+    audit_judge: Engine | None = None  # the audit's remote judge, when configured
 
     @classmethod
     def build(
@@ -66,6 +67,7 @@ class Services:
         engine_settings: EngineSettings | None = None,
         tie_tolerance: float = DTYPE_TOLERANCE["bfloat16"],
         sandbox: Sandbox | None = None,
+        audit_judge: Engine | None = None,
     ) -> Services:
         """Serving objects over ``engine``; with a store, judgments go through the cache. A
         pooling reward model or PRM gets the pooled outcome and process paths."""
@@ -95,7 +97,7 @@ class Services:
         rewards = RewardsServing(outcome, decisions, code, reward_cfg, model_name, generative)
         return cls(
             engine=engine,
-            audit=AuditServing(engine, model_name),
+            audit=AuditServing(engine, model_name, audit_judge),
             popmcq=PopMCQServing(engine, model_name, mcq),
             outcome=outcome,
             split=split,
@@ -111,11 +113,14 @@ class Services:
             calibrate=CalibrationServing(outcome, compare, decisions, mcq, model_name),
             code=code,
             judgments=judgments,
+            audit_judge=audit_judge,
         )
 
     async def close(self) -> None:
         """Shut the engine down (bounded inside), the rule checks, then the judgment store."""
         await self.engine.shutdown()
+        if self.audit_judge is not None:
+            await bounded(self.audit_judge.shutdown(), CLOSE_TIMEOUT_S, "closing the audit judge")
         # close() joins the pool's processes for at most 10 s; in a thread, off the loop
         await bounded(asyncio.to_thread(self.rules.close), 12.0, "closing rule checks")
         if self.judgments is not None:

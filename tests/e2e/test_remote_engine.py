@@ -224,3 +224,45 @@ async def test_async_client_in_process_through_the_asgi_transport(asgi_app: Any)
         assert stored["score"] == r.json()["score"]
         with pytest.raises(vc.NotFoundError):
             await client.result("no-such-job")
+
+
+def test_the_audit_remote_judge_reads_traces_as_the_served_model_does(
+    remote: Proc, prob_tol: float
+) -> None:
+    """The remote judge here is the same vLLM server: a trace it reads gives the letter and
+    probability the served model's read gives (greedy traces, so both calls write the same)."""
+    items = [
+        {
+            "question": "Which is a colour?",
+            "options": ["red", "dog", "car", "tree"],
+            "answer_index": 0,
+        },
+        {"question": "What is 2 + 2?", "options": ["3", "4", "5"], "answer_index": 1},
+    ]
+    body = {
+        "items": items,
+        "conditions": ["full_reason"],
+        "reasoning_tokens": 32,
+        "predictability": True,
+    }
+    served = post(remote.url, "/v1/mcq/audit", body)
+    judged = post(remote.url, "/v1/mcq/audit", {**body, "predictability_judge": "remote"})
+    assert served["predictability_judge"] == remote_judge_name(remote)
+    assert judged["predictability_judge"] == "remote-judge"  # the server's model id
+    same = 0
+    for a, b in zip(served["items"], judged["items"], strict=True):
+        ca, cb = a["conditions"]["full_reason"], b["conditions"]["full_reason"]
+        if ca["rationale"] != cb["rationale"]:
+            continue  # a greedy trace differed between batches: nothing to compare
+        same += 1
+        pa, pb = ca["prediction"], cb["prediction"]
+        assert pa["trace_empty"] == pb["trace_empty"]
+        if not pa["trace_empty"]:
+            assert abs(pa["probability"] - pb["probability"]) <= prob_tol
+    assert same >= 1
+    assert judged["tokens_by_condition"]["predictability"] > 0
+
+
+def remote_judge_name(remote: Proc) -> str:
+    """The served model's name as the remote-backed service reports it."""
+    return str(httpx.get(remote.url + "/v1/models", timeout=10).json()["data"][0]["id"])

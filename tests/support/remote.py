@@ -48,6 +48,10 @@ def remote_backed_service(vllm_url: str, log: Path) -> Iterator[Proc]:
         "VERIFIER_PORT": str(port),
         "VERIFIER_ENGINE__BACKEND": "openai",
         "VERIFIER_ENGINE__OPENAI__BASE_URL": vllm_url + "/v1",
+        # The audit's remote judge: the same server, so its reads can be checked against the
+        # served model's.
+        "VERIFIER_AUDIT__REMOTE_JUDGE": "true",
+        "VERIFIER_AUDIT__JUDGE__BASE_URL": vllm_url,
     }
     url = f"http://127.0.0.1:{port}"
     with ServerProcess(

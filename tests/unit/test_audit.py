@@ -315,3 +315,45 @@ def test_predictability_needs_a_reason_condition() -> None:
         {"items": [item], "conditions": ["choices_only_reason"], "predictability": True}
     )
     assert ok.predictability
+
+
+async def test_a_remote_judge_reads_the_traces_and_the_served_model_everything_else(
+    tokenizer: Any,
+) -> None:
+    """With predictability_judge 'remote' the traces go to the judge engine (here one that
+    favours the last letter) while the answers stay the served model's (it favours A)."""
+    from service.errors import InvalidRequest
+    from service.serving.audit import AuditServing
+    from tests.support.fakes import FakeEngine
+
+    served = FakeEngine(tokenizer, write=lambda prompt: "B looks right because it fits.")
+    judge = FakeEngine(tokenizer, options=lambda text, k: [float(i) for i in range(k)], name="big")
+    item = {"question": "Which is a colour?", "options": ["red", "dog", "car"], "answer_index": 0}
+    body = {
+        "items": [item, item],
+        "conditions": ["full_reason"],
+        "reasoning_tokens": 16,
+        "predictability": True,
+    }
+    remote = await AuditServing(served, "small", judge).run(
+        AuditRequest.model_validate({**body, "predictability_judge": "remote"})
+    )
+    own = await AuditServing(served, "small", judge).run(AuditRequest.model_validate(body))
+    assert (remote.predictability_judge, own.predictability_judge) == ("big", "small")
+    for res, letter in ((remote, "C"), (own, "A")):
+        for it in res.items:
+            cond = it.conditions["full_reason"]
+            assert cond.answer_letter == "A"  # the served model answered
+            assert cond.prediction is not None
+            assert cond.prediction.predicted_letter == letter
+    assert len(judge.requests) == 2  # one trace read per item, by the judge only
+    n = len(served.requests)
+    with pytest.raises(InvalidRequest, match="VERIFIER_AUDIT__REMOTE_JUDGE"):
+        await AuditServing(served, "small").run(
+            AuditRequest.model_validate({**body, "predictability_judge": "remote"})
+        )
+    assert len(served.requests) == n  # refused before any read
+    with pytest.raises(ValidationError, match="applies with predictability"):
+        AuditRequest.model_validate(
+            {**body, "predictability": False, "predictability_judge": "remote"}
+        )

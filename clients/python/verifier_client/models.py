@@ -69,7 +69,13 @@ class AuditRequest(BaseModel):
     """
     predictability: Annotated[bool, Field(title="Predictability")] = False
     """
-    Reason conditions: a judge (the served model) reads each trace with the lettered options, without the question, its ANSWER line and a last paragraph naming a letter, and predicts the letter; agreement with the letter read (docs/methods.md C.3).
+    Reason conditions: a judge reads each trace with the lettered options, without the question, its ANSWER line and a last paragraph naming a letter, and predicts the letter; agreement with the letter read (docs/methods.md C.3).
+    """
+    predictability_judge: Annotated[
+        Literal["served", "remote"], Field(title="Predictability Judge")
+    ] = "served"
+    """
+    Who reads the traces: the served model, or the remote judge the service was started with (VERIFIER_AUDIT__REMOTE_JUDGE), e.g. a stronger model.
     """
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
     """
@@ -3421,6 +3427,10 @@ class AuditResponse(BaseModel):
     budget: BudgetInfo | None = None
     items: Annotated[list[AuditItemResult], Field(title="Items")]
     model: Annotated[str, Field(title="Model")]
+    predictability_judge: Annotated[str | None, Field(title="Predictability Judge")] = None
+    """
+    With predictability: the model that read the traces.
+    """
     summary: AuditSummary
     tokens_by_condition: Annotated[dict[str, int], Field(title="Tokens By Condition")]
     usage: Usage
