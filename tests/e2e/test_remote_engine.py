@@ -19,6 +19,7 @@ from loadtests.workload import load_pairs
 from service.app import create_app
 from service.config import EngineSettings, OpenAIEngineSettings, Settings
 from service.engine import reaper
+from service.evals.data import read_arc
 from tests.support.remote import Proc, remote_backed_service, vllm_openai_process
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
@@ -227,21 +228,19 @@ async def test_async_client_in_process_through_the_asgi_transport(asgi_app: Any)
 
 
 def test_the_audit_remote_judge_reads_traces_as_the_served_model_does(
-    remote: Proc, prob_tol: float
+    remote: Proc, prob_tol: float, data_dir: Path
 ) -> None:
     """The remote judge here is the same vLLM server: a trace it reads gives the letter and
     probability the served model's read gives (greedy traces, so both calls write the same)."""
+    arc, _ = read_arc(data_dir / "arc" / "ARC-Challenge-Dev.jsonl")
     items = [
-        {
-            "question": "Which is a colour?",
-            "options": ["red", "dog", "car", "tree"],
-            "answer_index": 0,
-        },
-        {"question": "What is 2 + 2?", "options": ["3", "4", "5"], "answer_index": 1},
+        {"question": it.question, "options": it.options, "answer_index": it.answer_index}
+        for it in arc[:8]
     ]
+    conditions = ["full_reason", "choices_only_reason"]
     body = {
         "items": items,
-        "conditions": ["full_reason"],
+        "conditions": conditions,
         "reasoning_tokens": 32,
         "predictability": True,
     }
@@ -249,17 +248,18 @@ def test_the_audit_remote_judge_reads_traces_as_the_served_model_does(
     judged = post(remote.url, "/v1/mcq/audit", {**body, "predictability_judge": "remote"})
     assert served["predictability_judge"] == remote_judge_name(remote)
     assert judged["predictability_judge"] == "remote-judge"  # the server's model id
-    same = 0
+    read = 0
     for a, b in zip(served["items"], judged["items"], strict=True):
-        ca, cb = a["conditions"]["full_reason"], b["conditions"]["full_reason"]
-        if ca["rationale"] != cb["rationale"]:
-            continue  # a greedy trace differed between batches: nothing to compare
-        same += 1
-        pa, pb = ca["prediction"], cb["prediction"]
-        assert pa["trace_empty"] == pb["trace_empty"]
-        if not pa["trace_empty"]:
-            assert abs(pa["probability"] - pb["probability"]) <= prob_tol
-    assert same >= 1
+        for cond in conditions:
+            ca, cb = a["conditions"][cond], b["conditions"][cond]
+            if ca["rationale"] != cb["rationale"]:
+                continue  # a greedy trace differed between batches: nothing to compare
+            pa, pb = ca["prediction"], cb["prediction"]
+            assert pa["trace_empty"] == pb["trace_empty"]
+            if not pa["trace_empty"]:
+                read += 1
+                assert abs(pa["probability"] - pb["probability"]) <= prob_tol
+    assert read >= 1
     assert judged["tokens_by_condition"]["predictability"] > 0
 
 
