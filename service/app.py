@@ -137,7 +137,9 @@ async def start_audit_judge(settings: Settings) -> Engine:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     cfg = settings.audit.judge
     tokenizer = cfg.tokenizer or await asyncio.to_thread(resolve_model, settings)
-    engine = await OpenAIEngine.start(settings, tokenizer, cfg=cfg, name=cfg.model)
+    engine = await OpenAIEngine.start(
+        settings, tokenizer, cfg=cfg, name=cfg.model, env="VERIFIER_AUDIT__JUDGE"
+    )
     logger.info("audit judge: %s", engine.model_info().path)
     return engine
 

@@ -160,11 +160,13 @@ class OpenAIEngine:
         transport: httpx.AsyncBaseTransport | None = None,
         cfg: OpenAIEngineSettings | None = None,
         name: str | None = None,
+        env: str = "VERIFIER_ENGINE__OPENAI",
     ) -> OpenAIEngine:
         """Connect, find the served model, load the tokenizer, prove logprob_token_ids work.
 
-        ``cfg`` and ``name``: another server than ``engine.openai`` (the audit's judge) and the
-        name it goes by ("": the server's model id). ``transport`` replaces the network."""
+        ``cfg``, ``name`` and ``env``: another server than ``engine.openai`` (the audit's judge),
+        the name it goes by ("": the server's model id) and its settings' prefix (for the
+        errors). ``transport`` replaces the network."""
         cfg = cfg or settings.engine.openai
         headers = {"authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
         http = httpx.AsyncClient(
@@ -178,7 +180,7 @@ class OpenAIEngine:
         )
         try:
             tokenizer = await asyncio.to_thread(_load_tokenizer, tokenizer_path)
-            card = await _served_model(http, cfg)
+            card = await _served_model(http, cfg, env)
             max_len = int(card.get("max_model_len") or settings.engine.max_model_len)
             info = ModelInfo(
                 name=(settings.model_name if name is None else name) or str(card["id"]),
@@ -401,8 +403,11 @@ def _load_tokenizer(path: str) -> Tokenizer:
     return cast(Tokenizer, AutoTokenizer.from_pretrained(path))
 
 
-async def _served_model(http: httpx.AsyncClient, cfg: OpenAIEngineSettings) -> dict[str, Any]:
-    """The model card to use: the configured name, or the server's only model."""
+async def _served_model(
+    http: httpx.AsyncClient, cfg: OpenAIEngineSettings, env: str
+) -> dict[str, Any]:
+    """The model card to use: the configured name, or the server's only model (``env``: the
+    settings' prefix, named in the errors)."""
     try:
         response = await http.get("/v1/models", timeout=cfg.connect_timeout_s + 10)
         response.raise_for_status()
@@ -410,7 +415,7 @@ async def _served_model(http: httpx.AsyncClient, cfg: OpenAIEngineSettings) -> d
     except (httpx.HTTPError, ValueError) as exc:
         raise EngineFailure(
             f"remote engine at {api_root(cfg.base_url)} did not list its models: {exc}; check "
-            "VERIFIER_ENGINE__OPENAI__BASE_URL"
+            f"{env}__BASE_URL"
         ) from exc
     if cfg.model:
         for card in cards:
@@ -420,7 +425,5 @@ async def _served_model(http: httpx.AsyncClient, cfg: OpenAIEngineSettings) -> d
         raise EngineFailure(f"remote engine does not serve {cfg.model!r}; it serves {names}")
     if len(cards) != 1:
         names = [c.get("id") for c in cards]
-        raise EngineFailure(
-            f"remote engine serves {names}; set VERIFIER_ENGINE__OPENAI__MODEL to one of them"
-        )
+        raise EngineFailure(f"remote engine serves {names}; set {env}__MODEL to one of them")
     return cards[0]
