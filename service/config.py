@@ -189,7 +189,7 @@ class AuditSettings(SettingsGroup):
     remote_judge: bool = Field(
         default=False,
         description="Start a remote OpenAI-compatible judge (settings under audit.judge) that "
-        "an audit may name to predict its traces' letters (predictability_judge: remote), so a "
+        "an audit may name to predict its traces' letters (trace_judge: remote), so a "
         "stronger model can judge a weaker one's traces.",
     )
     judge: OpenAIEngineSettings = Field(

@@ -21,7 +21,7 @@ from verifier_client.models import Usage
 
 from service.evals.common import ProgressFn, gather_with_progress, open_client, sum_usage
 from service.evals.data import GoldItem, Skipped, read_items
-from service.scoring import audit, tagging
+from service.scoring import audit, inferred, tagging
 from service.scoring.finite import finite_or_none
 
 # The example pool ships with the project (data/SOURCES.md says how it was built).
@@ -130,6 +130,7 @@ def item_run(result: dict[str, Any]) -> audit.ItemRun:
             rationale=r.get("rationale"),
             idk=r.get("idk", False),
             prediction=_prediction(r.get("prediction")),
+            inferred=_inferred(r.get("inferred_question")),
         )
     for cond, kinds in result.get("perturbations", {}).items():
         rec.perturbed[cond] = {
@@ -145,6 +146,12 @@ def _prediction(p: dict[str, Any] | None) -> audit.Prediction | None:
     return audit.Prediction(
         index=p["predicted_index"], prob=p["probability"], empty=p["trace_empty"]
     )
+
+
+def _inferred(found: dict[str, Any] | None) -> audit.Inferred | None:
+    if found is None:
+        return None
+    return audit.Inferred(question=found["question"], match_prob=found["match_probability"])
 
 
 def tagging_summary(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -184,7 +191,8 @@ async def run_choices_only(
     perturbations: bool = False,
     tag_strategies: bool = False,
     predictability: bool = False,
-    predictability_judge: str = "served",
+    inferred_question: bool = False,
+    trace_judge: str = "served",
     seed: int | None = None,
     temperature: float = 0.0,
     chunk: int = CHUNK,
@@ -213,8 +221,10 @@ async def run_choices_only(
         "seed": seed,
         "temperature": temperature,
     }
-    if predictability:
-        options["predictability_judge"] = predictability_judge
+    if inferred_question:
+        options["inferred_question"] = True
+    if predictability or inferred_question:
+        options["trace_judge"] = trace_judge
     chunks = [items[i : i + chunk] for i in range(0, len(items), chunk)]
     start = time.perf_counter()
     async with open_client(url, concurrency, transport) as client:
@@ -226,8 +236,10 @@ async def run_choices_only(
         answers = await gather_with_progress([one(c) for c in chunks], progress)
     wall = time.perf_counter() - start
     results = [r for a in answers for r in a["items"]]
-    summary = audit.summarize([item_run(r) for r in results])
+    runs = [item_run(r) for r in results]
+    summary = audit.summarize(runs)
     summary["tagging"] = tagging_summary(results)
+    summary["inferred_question"] = inferred.summarize(runs)
     by_cond: dict[str, int] = {}
     for a in answers:
         for cond, n in a["tokens_by_condition"].items():
@@ -235,7 +247,7 @@ async def run_choices_only(
     report: dict[str, Any] = finite_or_none(
         {
             "model": answers[0]["model"],
-            "predictability_judge": answers[0]["predictability_judge"],
+            "trace_judge": answers[0]["trace_judge"],
             "summary": summary,
             "items": results,
             "n_items": len(results),

@@ -10,7 +10,7 @@ Usage:
         [--methods none,popdebias,pride,contextual] [--calib-ratio 0.2] [--seed 0] [--url ...]
     verifier eval choices-only --output co.json [--data FILE] [--limit N] [--plot co.png]
         [--reasoning-tokens 64] [--idk] [--perturbations] [--tag-strategies] [--predictability]
-        [--predictability-judge served|remote]
+        [--inferred-question] [--trace-judge served|remote]
         [--chunk 8] [--concurrency 2] [--url ...]
     verifier eval bestofn --output bon.json [--data FILE] [--limit N] [--method fused]
         [--mode direct] [--alpha 0.5] [--aggregation mean_logit] [--reasoning-tokens 256]
@@ -412,10 +412,18 @@ def choices_only_cmd(
             "--predictability", help="A judge predicts each reason trace's letter from it alone."
         ),
     ] = False,
-    predictability_judge: Annotated[
+    inferred_question: Annotated[
+        bool,
+        typer.Option(
+            "--inferred-question",
+            help="A judge writes the question each choices-only trace reconstructs and reads "
+            "whether it matches the real one.",
+        ),
+    ] = False,
+    trace_judge: Annotated[
         Literal["served", "remote"],
         typer.Option(
-            "--predictability-judge",
+            "--trace-judge",
             help="served: the served model; remote: the judge the server was started with "
             "(VERIFIER_AUDIT__REMOTE_JUDGE).",
         ),
@@ -441,7 +449,8 @@ def choices_only_cmd(
             perturbations=perturbations,
             tag_strategies=tag_strategies,
             predictability=predictability,
-            predictability_judge=predictability_judge,
+            inferred_question=inferred_question,
+            trace_judge=trace_judge,
             chunk=chunk,
             concurrency=concurrency,
             progress=progress,

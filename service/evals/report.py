@@ -235,6 +235,18 @@ def choices_only_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(
         (f"artifacts (choices-only p >= {s['artifact_threshold']})", fmt(len(s["artifacts"])))
     )
+    inf = s.get("inferred_question")
+    if inf is not None:
+        rows.append(("traces inferring a question", f"{inf['n_inferred']} of {inf['n']}"))
+        for key in ("correct", "incorrect"):
+            m = inf[key]
+            rows.append(
+                (
+                    f"inferred question matches, {key} traces (95% CI; n)",
+                    f"{fmt(m['match_rate'], 3)} ({fmt(m['ci_low'], 3)}-{fmt(m['ci_high'], 3)}; "
+                    f"{m['n']})",
+                )
+            )
     rows.append(("items / s", fmt(result["items_per_s"], 3)))
     return rows
 

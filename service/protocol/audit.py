@@ -72,10 +72,17 @@ class AuditRequest(BudgetOptions):
         "without the question, its ANSWER line and a last paragraph naming a letter, and "
         "predicts the letter; agreement with the letter read (docs/methods.md C.3).",
     )
-    predictability_judge: Literal["served", "remote"] = Field(
+    inferred_question: bool = Field(
+        default=False,
+        description="choices_only_reason: a judge writes the question each trace reconstructs "
+        "(or none) and reads whether it asks what the real question asks; the match rate of "
+        "correct and incorrect traces (docs/methods.md C.3).",
+    )
+    trace_judge: Literal["served", "remote"] = Field(
         default="served",
-        description="Who reads the traces: the served model, or the remote judge the service "
-        "was started with (VERIFIER_AUDIT__REMOTE_JUDGE), e.g. a stronger model.",
+        description="Who reads the traces (predictability, inferred_question): the served "
+        "model, or the remote judge the service was started with "
+        "(VERIFIER_AUDIT__REMOTE_JUDGE), e.g. a stronger model.",
     )
     evidence_tokens: int = Field(default=24, ge=1, le=256)
     artifact_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
@@ -90,8 +97,13 @@ class AuditRequest(BudgetOptions):
                 "predictability needs a reason condition (full_reason or choices_only_reason): "
                 "the base conditions write no trace"
             )
-        if self.predictability_judge != "served" and not self.predictability:
-            raise ValueError("predictability_judge applies with predictability: true")
+        if self.trace_judge != "served" and not (self.predictability or self.inferred_question):
+            raise ValueError("trace_judge applies with predictability or inferred_question")
+        if self.inferred_question and "choices_only_reason" not in self.conditions:
+            raise ValueError(
+                "inferred_question needs the choices_only_reason condition: only a trace "
+                "written without the question can infer it"
+            )
         if self.tag_strategies and "choices_only_reason" not in self.conditions:
             raise ValueError("tag_strategies needs the choices_only_reason condition")
         if self.perturbations and not {"full_base", "choices_only_base"} & set(self.conditions):
@@ -120,6 +132,19 @@ class AuditConditionResult(BaseModel):
     prediction: TracePrediction | None = Field(
         default=None, description="reason, with predictability: the judge's read of the trace."
     )
+    inferred_question: InferredQuestion | None = Field(
+        default=None,
+        description="choices_only_reason, with inferred_question: the question the trace "
+        "reconstructs and whether it matches the real one.",
+    )
+
+
+class InferredQuestion(BaseModel):
+    question: str | None = Field(description="As the judge wrote it; null: the trace infers none.")
+    match_probability: float | None = Field(
+        description="P(yes) that it asks what the real question asks (null without a question)."
+    )
+    matches: bool | None = Field(description="match_probability >= 0.5.")
 
 
 class TracePrediction(BaseModel):
@@ -226,6 +251,24 @@ class AuditSummary(BaseModel):
     artifact_threshold: float
     perturbations: dict[str, dict[str, PerturbationSummary]]
     tagging: TaggingSummary | None = None
+    inferred_question: InferredSummary | None = None
+
+
+class MatchRate(BaseModel):
+    n: int = Field(description="Traces of this kind that infer a question.")
+    match_rate: float | None = Field(description="Share whose question matches the real one.")
+    ci_low: float | None = Field(description="95% Wilson interval.")
+    ci_high: float | None
+
+
+class InferredSummary(BaseModel):
+    """The inferred-question match over the choices_only_reason traces (docs/methods.md C.3)."""
+
+    n: int = Field(description="Traces read.")
+    n_inferred: int = Field(description="Traces that infer a question.")
+    inferred_rate: float
+    correct: MatchRate = Field(description="Among traces whose answer is right.")
+    incorrect: MatchRate = Field(description="Among traces whose answer is wrong.")
 
 
 class _AuditFields(BaseModel):
@@ -233,8 +276,9 @@ class _AuditFields(BaseModel):
     items: list[AuditItemResult]
     summary: AuditSummary
     tokens_by_condition: dict[str, int]
-    predictability_judge: str | None = Field(
-        default=None, description="With predictability: the model that read the traces."
+    trace_judge: str | None = Field(
+        default=None,
+        description="With predictability or inferred_question: the model that read the traces.",
     )
 
 

@@ -153,6 +153,15 @@ class Prediction:
     empty: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Inferred:
+    """A choices-only trace's inferred question (None: it reconstructs none) and the judge's
+    P(yes) that it asks what the real question asks (service.scoring.inferred)."""
+
+    question: str | None
+    match_prob: float | None
+
+
 def wilson(successes: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
     """The Wilson score interval of a binomial proportion (statsmodels); NaNs when n = 0."""
     if n == 0:
@@ -245,6 +254,7 @@ class ConditionRun:
     rationale: str | None = None
     idk: bool = False  # the "I don't know" option was chosen
     prediction: Prediction | None = None  # reason, when asked: the judge's read of the trace
+    inferred: Inferred | None = None  # choices-only reason, when asked: its inferred question
 
 
 @dataclass(slots=True)

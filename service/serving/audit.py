@@ -23,12 +23,13 @@ from service.protocol.audit import (
     AuditRequest,
     AuditResponse,
     AuditSummary,
+    InferredQuestion,
     PerturbationResult,
     StrategyTag,
     TaggingSummary,
     TracePrediction,
 )
-from service.scoring import audit, debias, prompts, tagging
+from service.scoring import audit, debias, inferred, prompts, tagging
 from service.scoring.finite import finite_or_none
 from service.scoring.outcome import sigmoid
 from service.scoring.tokenizer import encode, special_tokens
@@ -111,11 +112,11 @@ class AuditServing:
 
     def _judge(self, req: AuditRequest) -> _Reader:
         """The reader of the traces: the served model, or the remote judge."""
-        if req.predictability_judge == "served":
+        if req.trace_judge == "served":
             return self._served
         if self._remote is None:
             raise InvalidRequest(
-                "predictability_judge 'remote' needs a remote judge: start the service with "
+                "trace_judge 'remote' needs a remote judge: start the service with "
                 "VERIFIER_AUDIT__REMOTE_JUDGE=true and VERIFIER_AUDIT__JUDGE__BASE_URL"
             )
         return self._remote
@@ -160,7 +161,7 @@ class AuditServing:
 
     async def run(self, req: AuditRequest) -> AuditResponse:
         judge = None  # who read the traces; a remote judge not configured: refused here
-        if req.predictability:
+        if req.predictability or req.inferred_question:
             reader = self._judge(req)
             judge = self._model if reader is self._served else reader.engine.model_info().name
         extra = [audit.IDK_OPTION] if req.idk else []
@@ -187,6 +188,8 @@ class AuditServing:
         await asyncio.gather(*(run(c) for c in req.conditions))
         if req.predictability:
             await self._predict(req, records, by_cond.setdefault("predictability", TokenUsage()))
+        if req.inferred_question:
+            await self._infer(req, records, by_cond.setdefault("inferred_question", TokenUsage()))
         if req.perturbations:
             await self._perturb(req, records, extra, by_cond)
         tagging_summary = None
@@ -199,6 +202,7 @@ class AuditServing:
             usage.add(u)
         summary = audit.summarize(records, req.artifact_threshold)
         summary["tagging"] = tagging_summary
+        summary["inferred_question"] = inferred.summarize(records)
         return AuditResponse(
             model=self._model,
             items=[
@@ -207,7 +211,7 @@ class AuditServing:
             ],
             summary=AuditSummary.model_validate(finite_or_none(summary)),
             tokens_by_condition={c: u.total_tokens for c, u in by_cond.items()},
-            predictability_judge=judge,
+            trace_judge=judge,
             usage=Usage.of(usage),
         )
 
@@ -244,6 +248,64 @@ class AuditServing:
         for i, p in zip(live, probs, strict=True):
             best = debias.argmax(p)
             runs[i].prediction = audit.Prediction(index=best, prob=p[best], empty=False)
+
+    async def _infer(
+        self, req: AuditRequest, records: list[audit.ItemRun], usage: TokenUsage
+    ) -> None:
+        """Each choices-only trace: the judge writes the question it reconstructs (or NONE,
+        greedy, one line), then reads P(yes) that it asks what the real question asks."""
+        judge = self._judge(req)
+        extra = [audit.IDK_OPTION] if req.idk else []
+        rows = [(i, rec.runs[inferred.CONDITION]) for i, rec in enumerate(records)]
+        live = [(i, r) for i, r in rows if (r.rationale or "").strip()]
+
+        def chat(system: str, user: str) -> list[int]:
+            return judge.ids(prompts.render_chat(judge.tokenizer, system, user))
+
+        written = (
+            await judge.engine.generate(
+                [
+                    GenerateCall(
+                        chat(
+                            inferred.INFER_SYSTEM,
+                            inferred.infer_user(
+                                judge.defuse(r.rationale or ""),
+                                [judge.defuse(o) for o in [*req.items[i].options, *extra]],
+                            ),
+                        )
+                        + judge.ids(inferred.INFER_PREFIX),
+                        max_tokens=inferred.INFER_TOKENS,
+                        stop=("\n",),
+                    )
+                    for i, r in live
+                ]
+            )
+            if live
+            else []
+        )
+        for g in written:
+            usage.add(g.usage)
+        questions = [inferred.parse_inferred(g.text) for g in written]
+        asked = [(n, q) for n, q in enumerate(questions) if q is not None]
+        prefix = judge.ids(inferred.MATCH_PREFIX)
+        calls = [
+            JudgeCall(
+                chat(
+                    inferred.MATCH_SYSTEM,
+                    inferred.match_user(
+                        judge.defuse(req.items[live[n][0]].question), judge.defuse(q)
+                    ),
+                ),
+                prefix,
+            )
+            for n, q in asked
+        ]
+        judged = await judge.engine.judge(calls) if calls else []
+        for j in judged:
+            usage.add(j.usage)
+        probs = {n: sigmoid(j.logit) for (n, _), j in zip(asked, judged, strict=True)}
+        for n, ((_, r), q) in enumerate(zip(live, questions, strict=True)):
+            r.inferred = audit.Inferred(question=q, match_prob=probs.get(n))
 
     async def _perturb(
         self,
@@ -373,6 +435,7 @@ def _item_result(
             parse_ok=(r.parsed is not None) if reason else None,
             rationale=r.rationale if with_rationale else None,
             prediction=_prediction(r),
+            inferred_question=_inferred(r.inferred),
         )
     perturbed = {}
     for cond, kinds in rec.perturbed.items():
@@ -413,4 +476,13 @@ def _prediction(run: audit.ConditionRun) -> TracePrediction | None:
         predicted_letter=audit.LETTERS[p.index],
         probability=p.prob,
         agrees=p.index == run.index,
+    )
+
+
+def _inferred(found: audit.Inferred | None) -> InferredQuestion | None:
+    if found is None:
+        return None
+    p = found.match_prob
+    return InferredQuestion(
+        question=found.question, match_probability=p, matches=None if p is None else p >= 0.5
     )

@@ -348,3 +348,39 @@ def test_a_judge_predicts_each_trace_letter_and_the_summary_counts_it(
     )
     assert refused.status_code == 422
     assert "predictability needs a reason condition" in refused.json()["error"]["message"]
+
+
+def test_choices_only_traces_get_an_inferred_question_and_the_summary_counts_them(
+    server: Any, arc8: list[dict[str, Any]]
+) -> None:
+    """Mechanics on the 135M model: each choices-only trace gets a question or none, a match
+    probability exactly when it has a question, and the summary is recomputed from the rows."""
+    body = {
+        "items": arc8,
+        "conditions": ["choices_only_reason"],
+        "reasoning_tokens": 48,
+        "inferred_question": True,
+    }
+    r = post(server.url, "/v1/mcq/audit", body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["trace_judge"] == answer["model"]
+    assert answer["tokens_by_condition"]["inferred_question"] > 0
+    rows = [it["conditions"]["choices_only_reason"] for it in answer["items"]]
+    found = [c["inferred_question"] for c in rows]
+    for f in found:
+        assert (f["question"] is None) == (f["match_probability"] is None)
+        if f["question"] is not None:
+            assert f["question"].strip()
+            assert "\n" not in f["question"]
+            assert 0 < f["match_probability"] < 1
+            assert f["matches"] == (f["match_probability"] >= 0.5)
+    got = answer["summary"]["inferred_question"]
+    asked = [(c["correct"], f) for c, f in zip(rows, found, strict=True) if f["question"]]
+    assert (got["n"], got["n_inferred"]) == (len(rows), len(asked))
+    for key, want in (("correct", True), ("incorrect", False)):
+        part = [f for c, f in asked if c is want]
+        assert got[key]["n"] == len(part)
+        if part:
+            rate = sum(f["matches"] for f in part) / len(part)
+            assert got[key]["match_rate"] == pytest.approx(rate)

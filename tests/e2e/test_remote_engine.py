@@ -245,9 +245,9 @@ def test_the_audit_remote_judge_reads_traces_as_the_served_model_does(
         "predictability": True,
     }
     served = post(remote.url, "/v1/mcq/audit", body)
-    judged = post(remote.url, "/v1/mcq/audit", {**body, "predictability_judge": "remote"})
-    assert served["predictability_judge"] == remote_judge_name(remote)
-    assert judged["predictability_judge"] == "remote-judge"  # the server's model id
+    judged = post(remote.url, "/v1/mcq/audit", {**body, "trace_judge": "remote"})
+    assert served["trace_judge"] == remote_judge_name(remote)
+    assert judged["trace_judge"] == "remote-judge"  # the server's model id
     read = 0
     for a, b in zip(served["items"], judged["items"], strict=True):
         for cond in conditions:

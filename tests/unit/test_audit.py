@@ -320,7 +320,7 @@ def test_predictability_needs_a_reason_condition() -> None:
 async def test_a_remote_judge_reads_the_traces_and_the_served_model_everything_else(
     tokenizer: Any,
 ) -> None:
-    """With predictability_judge 'remote' the traces go to the judge engine (here one that
+    """With trace_judge 'remote' the traces go to the judge engine (here one that
     favours the last letter) while the answers stay the served model's (it favours A)."""
     from service.errors import InvalidRequest
     from service.serving.audit import AuditServing
@@ -336,10 +336,10 @@ async def test_a_remote_judge_reads_the_traces_and_the_served_model_everything_e
         "predictability": True,
     }
     remote = await AuditServing(served, "small", judge).run(
-        AuditRequest.model_validate({**body, "predictability_judge": "remote"})
+        AuditRequest.model_validate({**body, "trace_judge": "remote"})
     )
     own = await AuditServing(served, "small", judge).run(AuditRequest.model_validate(body))
-    assert (remote.predictability_judge, own.predictability_judge) == ("big", "small")
+    assert (remote.trace_judge, own.trace_judge) == ("big", "small")
     for res, letter in ((remote, "C"), (own, "A")):
         for it in res.items:
             cond = it.conditions["full_reason"]
@@ -350,10 +350,103 @@ async def test_a_remote_judge_reads_the_traces_and_the_served_model_everything_e
     n = len(served.requests)
     with pytest.raises(InvalidRequest, match="VERIFIER_AUDIT__REMOTE_JUDGE"):
         await AuditServing(served, "small").run(
-            AuditRequest.model_validate({**body, "predictability_judge": "remote"})
+            AuditRequest.model_validate({**body, "trace_judge": "remote"})
         )
     assert len(served.requests) == n  # refused before any read
     with pytest.raises(ValidationError, match="applies with predictability"):
+        AuditRequest.model_validate({**body, "predictability": False, "trace_judge": "remote"})
+
+
+# --- the inferred-question match ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        (" Which gas do plants take in?\nBecause...", "Which gas do plants take in?"),
+        ('"What is the boiling point of water?"', "What is the boiling point of water?"),
+        ("NONE", None),
+        ("None.", None),
+        ("  ", None),
+        ("Unknown: the trace never says", None),
+    ],
+)
+def test_the_inferred_question_is_the_first_line_or_none(
+    written: str, expected: str | None
+) -> None:
+    from service.scoring.inferred import parse_inferred
+
+    assert parse_inferred(written) == expected
+
+
+def test_inferred_summary_splits_the_match_rate_by_correctness() -> None:
+    from service.scoring import inferred
+
+    def item(correct: bool, question: str | None, p: float | None) -> ItemRun:
+        run = ConditionRun(index=0 if correct else 1, probs=[0.5, 0.5], rationale="r")
+        run.inferred = audit.Inferred(question=question, match_prob=p)
+        return ItemRun(k=2, answer_index=0, runs={"choices_only_reason": run})
+
+    items = [
+        item(True, "q", 0.9),
+        item(True, "q", 0.2),
+        item(True, None, None),
+        item(False, "q", 0.1),
+        item(False, "q", 0.6),
+        item(False, "q", 0.3),
+    ]
+    out = inferred.summarize(items)
+    assert out is not None
+    assert (out["n"], out["n_inferred"]) == (6, 5)
+    assert (out["correct"]["n"], out["correct"]["match_rate"]) == (2, 0.5)
+    assert out["incorrect"]["n"] == 3
+    assert out["incorrect"]["match_rate"] == pytest.approx(1 / 3)
+    assert out["correct"]["ci_low"] < 0.5 < out["correct"]["ci_high"]
+    assert inferred.summarize([ItemRun(k=2, answer_index=0)]) is None
+
+
+async def test_the_judge_writes_each_choices_only_trace_question_and_reads_its_match(
+    tokenizer: Any,
+) -> None:
+    from service.serving.audit import AuditServing
+    from tests.support.fakes import FakeEngine, by_last_marker
+
+    def write(prompt: str) -> str:
+        if "write that question" in prompt:  # the judge: a question from one trace, none else
+            return " Which of these is a colour?" if "colours" in prompt else " NONE"
+        return "These look like colours; red is one.\nANSWER: A" if "red" in prompt else "Hmm."
+
+    engine = FakeEngine(
+        tokenizer,
+        write=write,
+        verdicts=by_last_marker({"Question 2: Which of these is a colour?": 3.0}, default=-3.0),
+    )
+    items = [
+        {"question": "Which is a colour?", "options": ["red", "dog", "car"], "answer_index": 0},
+        {"question": "What barks?", "options": ["cat", "dog", "cow"], "answer_index": 1},
+    ]
+    req = AuditRequest.model_validate(
+        {
+            "items": items,
+            "conditions": ["choices_only_reason"],
+            "reasoning_tokens": 16,
+            "inferred_question": True,
+        }
+    )
+    res = await AuditServing(engine, "small").run(req)
+    first, second = (it.conditions["choices_only_reason"].inferred_question for it in res.items)
+    assert first is not None
+    assert second is not None
+    assert first.question == "Which of these is a colour?"
+    assert first.match_probability == pytest.approx(1 / (1 + np.exp(-3.0)))
+    assert first.matches is True
+    assert (second.question, second.match_probability, second.matches) == (None, None, None)
+    summary = res.summary.inferred_question
+    assert summary is not None
+    assert (summary.n, summary.n_inferred) == (2, 1)
+    assert res.trace_judge == "small"
+    assert res.tokens_by_condition["inferred_question"] > 0
+    with pytest.raises(ValidationError, match="needs the choices_only_reason condition"):
         AuditRequest.model_validate(
-            {**body, "predictability": False, "predictability_judge": "remote"}
+            {"items": items, "conditions": ["full_reason"], "inferred_question": True}
         )

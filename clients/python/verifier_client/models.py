@@ -58,6 +58,10 @@ class AuditRequest(BaseModel):
     """
     Append an 'I don't know' option (choosing it counts as wrong); items with 10 options are refused.
     """
+    inferred_question: Annotated[bool, Field(title="Inferred Question")] = False
+    """
+    choices_only_reason: a judge writes the question each trace reconstructs (or none) and reads whether it asks what the real question asks; the match rate of correct and incorrect traces (docs/methods.md C.3).
+    """
     items: Annotated[list[AuditItem], Field(min_length=1, title="Items")]
     max_eval_tokens: Annotated[MaxEvalTokens1 | None, Field(title="Max Eval Tokens")] = None
     """
@@ -70,12 +74,6 @@ class AuditRequest(BaseModel):
     predictability: Annotated[bool, Field(title="Predictability")] = False
     """
     Reason conditions: a judge reads each trace with the lettered options, without the question, its ANSWER line and a last paragraph naming a letter, and predicts the letter; agreement with the letter read (docs/methods.md C.3).
-    """
-    predictability_judge: Annotated[
-        Literal["served", "remote"], Field(title="Predictability Judge")
-    ] = "served"
-    """
-    Who reads the traces: the served model, or the remote judge the service was started with (VERIFIER_AUDIT__REMOTE_JUDGE), e.g. a stronger model.
     """
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
     """
@@ -91,6 +89,10 @@ class AuditRequest(BaseModel):
     Tag the choices_only_reason rationales with the six strategy labels and regress correctness on them.
     """
     temperature: Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")] = 0.0
+    trace_judge: Annotated[Literal["served", "remote"], Field(title="Trace Judge")] = "served"
+    """
+    Who reads the traces (predictability, inferred_question): the served model, or the remote judge the service was started with (VERIFIER_AUDIT__REMOTE_JUDGE), e.g. a stronger model.
+    """
 
 
 class BudgetInfo(BaseModel):
@@ -676,6 +678,21 @@ class FunctionCall(BaseModel):
 Type8 = TypeAliasType("Type8", Annotated[Literal["function_call_output"], Field(title="Type")])
 
 
+class InferredQuestion(BaseModel):
+    match_probability: Annotated[float | None, Field(title="Match Probability")]
+    """
+    P(yes) that it asks what the real question asks (null without a question).
+    """
+    matches: Annotated[bool | None, Field(title="Matches")]
+    """
+    match_probability >= 0.5.
+    """
+    question: Annotated[str | None, Field(title="Question")]
+    """
+    As the judge wrote it; null: the trace infers none.
+    """
+
+
 Type9 = TypeAliasType("Type9", Annotated[Literal["input_image"], Field(title="Type")])
 
 
@@ -829,6 +846,22 @@ class MCQItem(BaseModel):
     One value in [0, 1] per option, used as given; or 'model': the model's question-free mean log-probability of each option text, min-max normalised per question (all equal: 0.5 each). The PopMCQ paper used normalised Wikipedia page views; 'model' is a proxy the service can compute itself, not that signal.
     """
     question: Annotated[str, Field(title="Question")]
+
+
+class MatchRate(BaseModel):
+    ci_high: Annotated[float | None, Field(title="Ci High")]
+    ci_low: Annotated[float | None, Field(title="Ci Low")]
+    """
+    95% Wilson interval.
+    """
+    match_rate: Annotated[float | None, Field(title="Match Rate")]
+    """
+    Share whose question matches the real one.
+    """
+    n: Annotated[int, Field(title="N")]
+    """
+    Traces of this kind that infer a question.
+    """
 
 
 ReasoningTokens5 = TypeAliasType(
@@ -2301,6 +2334,10 @@ class AuditConditionResult(BaseModel):
     answer_letter: Annotated[str, Field(title="Answer Letter")]
     correct: Annotated[bool, Field(title="Correct")]
     idk: Annotated[bool, Field(title="Idk")] = False
+    inferred_question: InferredQuestion | None = None
+    """
+    choices_only_reason, with inferred_question: the question the trace reconstructs and whether it matches the real one.
+    """
     parse_ok: Annotated[bool | None, Field(title="Parse Ok")] = None
     parsed_index: Annotated[int | None, Field(title="Parsed Index")] = None
     """
@@ -2646,6 +2683,30 @@ class FunctionCallOutput(BaseModel):
 
 class HTTPValidationError(BaseModel):
     detail: Annotated[list[ValidationError] | None, Field(title="Detail")] = None
+
+
+class InferredSummary(BaseModel):
+    """
+    The inferred-question match over the choices_only_reason traces (docs/methods.md C.3).
+    """
+
+    correct: MatchRate
+    """
+    Among traces whose answer is right.
+    """
+    incorrect: MatchRate
+    """
+    Among traces whose answer is wrong.
+    """
+    inferred_rate: Annotated[float, Field(title="Inferred Rate")]
+    n: Annotated[int, Field(title="N")]
+    """
+    Traces read.
+    """
+    n_inferred: Annotated[int, Field(title="N Inferred")]
+    """
+    Traces that infer a question.
+    """
 
 
 class MCQAnswerResponse(BaseModel):
@@ -3184,6 +3245,7 @@ class AuditSummary(BaseModel):
     artifact_threshold: Annotated[float, Field(title="Artifact Threshold")]
     artifacts: Annotated[list[Artifact], Field(title="Artifacts")]
     conditions: Annotated[dict[str, ConditionSummary], Field(title="Conditions")]
+    inferred_question: InferredSummary | None = None
     n_items: Annotated[int, Field(title="N Items")]
     perturbations: Annotated[
         dict[str, dict[str, PerturbationSummary]], Field(title="Perturbations")
@@ -3427,12 +3489,12 @@ class AuditResponse(BaseModel):
     budget: BudgetInfo | None = None
     items: Annotated[list[AuditItemResult], Field(title="Items")]
     model: Annotated[str, Field(title="Model")]
-    predictability_judge: Annotated[str | None, Field(title="Predictability Judge")] = None
-    """
-    With predictability: the model that read the traces.
-    """
     summary: AuditSummary
     tokens_by_condition: Annotated[dict[str, int], Field(title="Tokens By Condition")]
+    trace_judge: Annotated[str | None, Field(title="Trace Judge")] = None
+    """
+    With predictability or inferred_question: the model that read the traces.
+    """
     usage: Usage
 
 

@@ -50,6 +50,7 @@ from service.protocol.rewards import (
 from service.scoring import splitting
 from service.scoring.compare import read_orders
 from service.scoring.decisions import THOUGHT_TAIL, QuestionSpec, content_free
+from service.scoring.inferred import INFER_TOKENS
 from service.serving.budget.text import (
     AUDIT_OVERHEAD,
     COMPARE_OVERHEAD,
@@ -58,6 +59,8 @@ from service.serving.budget.text import (
     DECISION_OPTION_OVERHEAD,
     DECISION_OVERHEAD,
     DECISION_QUESTION_OVERHEAD,
+    INFER_OVERHEAD,
+    MATCH_OVERHEAD,
     MCQ_OPTION_OVERHEAD,
     MCQ_OVERHEAD,
     OUTCOME_OVERHEAD,
@@ -296,7 +299,8 @@ def _audit_read(question: str | None, options: Sequence[str], rationale: int = 0
 
 def _audit(req: AuditRequest) -> Estimate:
     """Per item and condition: one letter read (base), or a rationale then a read (reason),
-    and with predictability one judge read of the trace."""
+    with predictability one judge read of the trace, with inferred_question a written
+    question and a match read per choices-only trace."""
     total = ZERO
     r = req.reasoning_tokens
     extra = ["I don't know"] if req.idk else []
@@ -310,6 +314,11 @@ def _audit(req: AuditRequest) -> Estimate:
                 total += Estimate.of(read.prompt, r, 1) + _audit_read(question, options, r)
                 if req.predictability:  # a judge reads the trace (at most r) and the options
                     total += _audit_read(None, options, PREDICT_OVERHEAD - AUDIT_OVERHEAD + r)
+                if req.inferred_question and cond == "choices_only_reason":
+                    shown = sum(MCQ_OPTION_OVERHEAD + estimate_text_tokens(o) for o in options)
+                    total += Estimate.of(INFER_OVERHEAD + r + shown, INFER_TOKENS, 1)
+                    asked = estimate_text_tokens(item.question)
+                    total += Estimate.of(MATCH_OVERHEAD + asked + INFER_TOKENS, 1, 1)
             else:
                 total += read
                 if req.perturbations:  # three reads, each with one more option

@@ -49,6 +49,8 @@ CONTENT_FREE_INPUTS: Final = 3  # contextual calibration's content-free prompts
 AUDIT_OVERHEAD: Final = 130  # system, C.2 instruction, "ANSWER:"; measured <= 107
 TAG_OVERHEAD: Final = 150  # tagger system, trace tags, one label question, "Label: "; measured 128
 PREDICT_OVERHEAD: Final = 170  # predictability judge: system, trace fence, task; measured <= 151
+INFER_OVERHEAD: Final = 150  # inferred question: system, choices, trace fence, task, "Question:"
+MATCH_OVERHEAD: Final = 110  # question match: system, two question lines, task, "Label: "
 SINGLE_PASS_STEP_OVERHEAD: Final = 40  # user turn + step fence + "Verdict: 1"; measured <= 30
 SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
 # /classify and /pooling chats: the template's role markers per message (the default model's
