@@ -35,8 +35,9 @@ NONE_WORDS: Final = ("none", "n/a", "unknown", "no question")
 def infer_user(trace: str, options: Sequence[str]) -> str:
     return (
         f"Choices:\n{render_choices(options)}\n\n<trace>\n{trace}\n</trace>\n\n"
-        "If the trace states or guesses what the question was, write that question on one "
-        "line. If it does not, write NONE."
+        "Does the trace itself say or guess what the question was? If it does, write that "
+        "question on one line, as the trace puts it. If the trace never says what was asked, "
+        "write NONE. Do not guess the question yourself."
     )
 
 
