@@ -19,6 +19,7 @@ from typing import Any, Final
 import httpx
 from verifier_client.models import Usage
 
+from service.evals import popdebias_cv
 from service.evals.common import ProgressFn, gather_with_progress, open_client, sum_usage
 from service.evals.data import GoldItem, Skipped, read_items
 from service.scoring import audit, inferred, tagging
@@ -43,8 +44,15 @@ def _option(value: Any, where: str) -> dict[str, Any]:
     raise ValueError(f"{where} is neither a text nor {{text, popularity}}")
 
 
+def _aliases(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(a, str) and a.strip() for a in value):
+        raise ValueError("aliases must be a list of non-empty texts")
+    return list(value)
+
+
 def read_pool(path: Path) -> tuple[list[dict[str, Any]], list[Skipped]]:
-    """Pool rows ``{id, question, answer, candidates}``; answers and candidates are texts or
+    """Pool rows ``{id, question, answer, aliases?, candidates}``; answers and candidates are
+    texts or
     ``{text, popularity}``. Unreadable rows are counted, never dropped silently."""
     items: list[dict[str, Any]] = []
     skipped: list[Skipped] = []
@@ -66,6 +74,7 @@ def read_pool(path: Path) -> tuple[list[dict[str, Any]], list[Skipped]]:
                         "question": question,
                         "answer": _option(row["answer"], "answer"),
                         "candidates": [_option(c, f"candidates[{i}]") for i, c in enumerate(cands)],
+                        "aliases": _aliases(row.get("aliases", [])),
                     }
                 )
             except (KeyError, TypeError, ValueError) as exc:
@@ -86,7 +95,12 @@ async def run_popmcq(
     transport: httpx.AsyncBaseTransport | None = None,
     lambda_fit: str = "question_free",
     timeout_s: float | None = None,
+    open_recall: bool = False,
+    variants: bool = False,
 ) -> dict[str, Any]:
+    """One PopMCQ request over the pool; with ``variants`` the scored items come back with
+    their raw reads and the PopDebias variants are cross-validated on them
+    (:mod:`service.evals.popdebias_cv`)."""
     items, skipped = read_pool(data)
     if limit is not None:
         items = items[:limit]
@@ -100,10 +114,14 @@ async def run_popmcq(
         "seed": seed,
         "calibration_ratio": calibration_ratio,
         "lambda_fit": lambda_fit,
+        "open_recall": open_recall,
+        "return_items": variants,
     }
     start = time.perf_counter()
     async with open_client(url, 1, transport, timeout_s) as client:
         result = (await client.popmcq(**body)).model_dump(mode="json")
+    if variants:
+        result["variants"] = popdebias_cv.cross_validate(popdebias_cv.rows_of(result), seed=seed)
     result["skipped_rows"] = [{"row": s.row, "reason": s.reason} for s in skipped]
     result["wall_s"] = time.perf_counter() - start
     result["config"] = {

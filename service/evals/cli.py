@@ -7,7 +7,8 @@ Usage:
     verifier eval mcq --output mcq.json [--data FILE] [--debias raw,pride,contextual]
         [--limit N] [--calib-ratio 0.05] [--seed 0] [--concurrency 8] [--url ...]
     verifier eval popmcq --output pop.json [--data POOL] [--plot pop.png] [--popularity model]
-        [--methods none,popdebias,pride,contextual] [--calib-ratio 0.2] [--seed 0] [--url ...]
+        [--methods none,popdebias,pride,contextual] [--calib-ratio 0.2] [--seed 0] [--open-recall]
+        [--variants] [--url ...]
     verifier eval choices-only --output co.json [--data FILE] [--limit N] [--plot co.png]
         [--reasoning-tokens 64] [--idk] [--perturbations] [--tag-strategies] [--predictability]
         [--inferred-question] [--trace-judge served|remote]
@@ -60,10 +61,12 @@ from service.evals.report import (
     decision_calibration_rows,
     lambda_line,
     mcq_rows,
+    open_recall_line,
     popmcq_grid,
     print_table,
     processbench_rows,
     reference_rows,
+    variants_grid,
     write_json,
 )
 from service.scoring.process import Aggregation
@@ -350,6 +353,21 @@ def popmcq_cmd(
     ] = 0.2,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     lambda_fit: LambdaFitOpt = "question_free",
+    open_recall: Annotated[
+        bool,
+        typer.Option(
+            "--open-recall",
+            help="Ask each question without options first; repeat the table on the known ones.",
+        ),
+    ] = False,
+    variants: Annotated[
+        bool,
+        typer.Option(
+            "--variants",
+            help="Also cross-validate the PopDebias variants (grid, entropy, margin) on the "
+            "scored items' raw reads, 5 folds by question.",
+        ),
+    ] = False,
     timeout: TimeoutOpt = None,
     limit: LimitOpt = None,
     url: UrlOpt = DEFAULT_URL,
@@ -371,6 +389,8 @@ def popmcq_cmd(
                 limit=limit,
                 lambda_fit=lambda_fit,
                 timeout_s=timeout,
+                open_recall=open_recall,
+                variants=variants,
             )
         )
     except (ValueError, OSError, VerifierError, httpx.HTTPError) as exc:
@@ -386,6 +406,12 @@ def popmcq_cmd(
         f"unreadable rows {len(result['skipped_rows'])}"
     )
     print_table(popmcq_grid(result))
+    if result.get("open_recall") is not None:
+        typer.echo(open_recall_line(result))
+        print_table(popmcq_grid(result, "table_known"))
+    if variants:
+        typer.echo("PopDebias variants, 5-fold cross-validated by question:")
+        print_table(variants_grid(result))
     fit = result["calibration"].get("popdebias")
     if fit is not None:
         typer.echo(f"popdebias lambda {lambda_line(fit)} on {fit['built_items']} built items")

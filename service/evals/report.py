@@ -11,7 +11,16 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-POPMCQ_COLUMNS: Final = ("n", "accuracy", "rho", "rho_relative", "hpsr", "pop_gap", "confidence")
+POPMCQ_COLUMNS: Final = (
+    "n",
+    "accuracy",
+    "accuracy_se",
+    "rho",
+    "rho_relative",
+    "hpsr",
+    "pop_gap",
+    "confidence",
+)
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -191,14 +200,38 @@ def lambda_line(fit: dict[str, Any]) -> str:
     )
 
 
-def popmcq_grid(result: dict[str, Any]) -> Table:
-    table = result["table"]
+def popmcq_grid(result: dict[str, Any], key: str = "table") -> Table:
+    """The metrics per strategy and method; ``key="table_known"``: on the open-recall known
+    questions only."""
+    table = result[key]
     rows = []
     for strategy in next(iter(table.values())):
         for method, cells in table.items():
             cell = cells[strategy]
-            rows.append([f"{strategy} {method}", *(fmt(cell[c]) for c in POPMCQ_COLUMNS)])
+            rows.append([f"{strategy} {method}", *(fmt(cell.get(c)) for c in POPMCQ_COLUMNS)])
     return make_table(["strategy debias", *POPMCQ_COLUMNS], rows)
+
+
+def variants_grid(result: dict[str, Any]) -> Table:
+    """Held-out accuracy of each cross-validated PopDebias variant per strategy, with the
+    standard error of ``none`` (HPSR and the fold lambdas are in the JSON)."""
+    cv = result["variants"]
+    names = list(cv["table"])
+    rows = []
+    for strategy, base in cv["table"]["none"].items():
+        accs = [fmt(cv["table"][v][strategy]["accuracy"]) for v in names]
+        rows.append([strategy, fmt(base["n"]), fmt(base["accuracy_se"]), *accs])
+    rows.append(["meets the bar", "", "", "", *(str(cv["meets_bar"][v]) for v in names[1:])])
+    return make_table(["strategy", "n", "se", *names], rows)
+
+
+def open_recall_line(result: dict[str, Any]) -> str:
+    """``open recall: 41 of 64 known (0.641 +- 0.060), 30 of them scored``."""
+    r = result["open_recall"]
+    return (
+        f"open recall: {r['n_known']} of {r['n']} known ({fmt(r['known_rate'], 3)} +- "
+        f"{fmt(r['known_rate_se'], 3)}), {r['n_scored_known']} of them scored"
+    )
 
 
 def choices_only_rows(result: dict[str, Any]) -> list[tuple[str, str]]:

@@ -11,13 +11,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.protocol.base import BudgetOptions, Metered, ServiceModel, _non_blank
-from service.protocol.limits import Documents, ReasoningTokens, Text
+from service.protocol.limits import Documents, ReasoningTokens, Text, Texts
 from service.protocol.mcq import MAX_OPTIONS, DebiasMethod, MCQQuestion, PhiKind
 from service.scoring.popprior import LambdaFit
 
 Strategy = Literal["S1", "S2", "S3", "S4", "S5", "S6"]
 AuditCondition = Literal["full_base", "full_reason", "choices_only_base", "choices_only_reason"]
 MAX_POOL = 64  # wrong candidates per PopMCQ question
+MAX_ALIASES = 16  # other accepted spellings of a PopMCQ answer (open recall)
 
 
 # --- choices-only / reasoning audit (docs/methods.md C) -------------------------------------------
@@ -304,11 +305,21 @@ class PoolItem(ServiceModel):
     question: Annotated[str, Text]
     answer: PoolOption
     candidates: list[PoolOption] = Field(min_length=1, max_length=MAX_POOL)
+    aliases: Annotated[list[str], Texts] = Field(
+        default=[],
+        max_length=MAX_ALIASES,
+        description="Other names of the answer that open recall accepts (e.g. 'Van Gogh').",
+    )
 
     @field_validator("question")
     @classmethod
     def _q(cls, v: str) -> str:
         return _non_blank(v, "question")
+
+    @field_validator("aliases")
+    @classmethod
+    def _a(cls, v: list[str]) -> list[str]:
+        return [_non_blank(a, f"aliases[{i}]") for i, a in enumerate(v)]
 
 
 class PopMCQRequest(BudgetOptions):
@@ -349,6 +360,15 @@ class PopMCQRequest(BudgetOptions):
         "and S6 can all be built (docs/methods.md B.1).",
     )
     return_items: bool = False
+    open_recall: bool = Field(
+        default=False,
+        description="First ask every question without options (free form, greedy) and mark "
+        "it known when the answer or an alias appears in the reply and no wrong candidate "
+        "does (docs/methods.md B.8); table_known repeats the table on the known questions.",
+    )
+    open_recall_tokens: int = Field(
+        default=24, ge=4, le=128, description="Token budget of each open-recall answer."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> PopMCQRequest:
@@ -369,6 +389,7 @@ class PopMCQRequest(BudgetOptions):
 class PopMCQCell(BaseModel):
     n: int
     accuracy: float | None
+    accuracy_se: float | None = Field(description="Binomial standard error of the accuracy.")
     rho: float | None
     rho_relative: float | None
     hpsr: float | None
@@ -383,7 +404,27 @@ class PopMCQBuiltItem(BaseModel):
     options: list[str]
     popularity: list[float]
     answer_index: int
+    probs: list[float] = Field(description="The raw letter probabilities (before any method).")
     chosen: dict[str, int] = Field(description="Chosen option per debiasing method.")
+
+
+class OpenRecallItem(BaseModel):
+    item_id: str
+    answer: str = Field(description="The free-form answer as generated.")
+    read: str = Field(description="Its first sentence, normalised: what is matched.")
+    matched: str | None = Field(description="The gold answer or alias found in it.")
+    distractor: str | None = Field(description="A wrong candidate found in it (not known).")
+    known: bool
+
+
+class OpenRecall(BaseModel):
+    n: int = Field(description="Questions asked (every item of the request).")
+    n_known: int
+    known_rate: float | None
+    known_rate_se: float | None
+    n_scored_known: int = Field(description="Known questions among the scored ones.")
+    max_tokens: int
+    items: list[OpenRecallItem]
 
 
 class _PopMCQFields(BaseModel):
@@ -399,6 +440,10 @@ class _PopMCQFields(BaseModel):
     calibration: dict[str, dict[str, Any]]
     table: dict[str, dict[str, PopMCQCell]] = Field(description="method -> strategy -> metrics")
     items: list[PopMCQBuiltItem] | None = None
+    open_recall: OpenRecall | None = None
+    table_known: dict[str, dict[str, PopMCQCell]] | None = Field(
+        default=None, description="The table on the questions open recall found known."
+    )
 
 
 class PopMCQResponse(Metered, _PopMCQFields):

@@ -13,16 +13,18 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from service.engine.base import Engine, TokenUsage
+from service.engine.base import Engine, GenerateCall, TokenUsage
 from service.protocol import Usage
 from service.protocol.audit import (
+    OpenRecall,
+    OpenRecallItem,
     PopMCQBuiltItem,
     PopMCQCell,
     PopMCQRequest,
     PopMCQResponse,
 )
 from service.protocol.mcq import MCQItem
-from service.scoring import debias, popmcq, popprior
+from service.scoring import debias, open_recall, popmcq, popprior, prompts
 from service.scoring.finite import finite_or_none
 from service.scoring.popmcq_build import (
     PAPER_MIN_CANDIDATES,
@@ -32,6 +34,7 @@ from service.scoring.popmcq_build import (
     PoolItem,
     build_all,
 )
+from service.scoring.tokenizer import encode, special_tokens
 from service.serving.mcq import MCQServing
 
 
@@ -65,9 +68,52 @@ class PopMCQServing:
             for i, (it, p) in enumerate(zip(req.items, pops, strict=True))
         ]
 
+    async def _open_recall(
+        self, req: PopMCQRequest, pool: Sequence[PoolItem], usage: TokenUsage
+    ) -> list[OpenRecallItem]:
+        """Every question without options, answered greedily in one engine batch, then
+        matched against its answer, aliases and wrong candidates (docs/methods.md B.8)."""
+        tok = self._engine.tokenizer
+        special = special_tokens(tok)
+        calls = [
+            GenerateCall(
+                encode(
+                    tok,
+                    prompts.render_chat(
+                        tok,
+                        open_recall.SYSTEM,
+                        open_recall.user(prompts.defuse(p.question, (), special)),
+                    )
+                    + open_recall.PREFIX,
+                ),
+                max_tokens=req.open_recall_tokens,
+                stop=("\n",),
+            )
+            for p in pool
+        ]
+        generated = await self._engine.generate(calls)
+        out = []
+        for p, it, g in zip(pool, req.items, generated, strict=True):
+            usage.add(g.usage)
+            r = open_recall.match(
+                g.text, [p.gold.text, *it.aliases], [c.text for c in p.candidates]
+            )
+            out.append(
+                OpenRecallItem(
+                    item_id=p.id,
+                    answer=r.answer,
+                    read=r.read,
+                    matched=r.matched,
+                    distractor=r.distractor,
+                    known=r.known,
+                )
+            )
+        return out
+
     async def run(self, req: PopMCQRequest) -> PopMCQResponse:
         usage = TokenUsage()
         pool = await self._pool(req, usage)
+        recalled = await self._open_recall(req, pool, usage) if req.open_recall else None
         filt: dict[str, Any] = (
             {"required": PAPER_REQUIRED, "min_candidates": PAPER_MIN_CANDIDATES}
             if req.paper_filter
@@ -82,12 +128,21 @@ class PopMCQServing:
         scored = [b for b in report.built if b.item_id not in calib_ids]
         raw = await self._mcq.letter_probs([(b.question, b.options) for b in scored], usage)
         fitted = await self._fit(req, calib, usage)
+        known = {r.item_id for r in recalled or () if r.known}
+        in_known = [b.item_id in known for b in scored]
         table: dict[str, dict[str, PopMCQCell]] = {}
+        table_known: dict[str, dict[str, PopMCQCell]] = {}
         chosen: dict[str, list[int]] = {}
         for method in req.methods:
             probs = [_apply(method, fitted, p, b) for p, b in zip(raw, scored, strict=True)]
             chosen[method] = [debias.argmax(p) for p in probs]
             table[method] = _cells(req.strategies, scored, probs)
+            if recalled is not None:
+                table_known[method] = _cells(
+                    req.strategies,
+                    [b for b, k in zip(scored, in_known, strict=True) if k],
+                    [p for p, k in zip(probs, in_known, strict=True) if k],
+                )
         items = None
         if req.return_items:
             items = [
@@ -97,6 +152,7 @@ class PopMCQServing:
                     options=list(b.options),
                     popularity=list(b.popularity),
                     answer_index=b.answer_index,
+                    probs=raw[i],
                     chosen={m: chosen[m][i] for m in req.methods},
                 )
                 for i, b in enumerate(scored)
@@ -114,6 +170,10 @@ class PopMCQServing:
             calibration=finite_or_none(fitted),
             table=table,
             items=items,
+            open_recall=None
+            if recalled is None
+            else _recall_summary(req, recalled, kept, calib_ids),
+            table_known=table_known if recalled is not None else None,
             usage=Usage.of(usage),
         )
 
@@ -141,6 +201,26 @@ class PopMCQServing:
         if "contextual" in req.methods:
             fitted["contextual"] = {"p_cf": await self._mcq.content_free(4, usage)}
         return fitted
+
+
+def _recall_summary(
+    req: PopMCQRequest, recalled: list[OpenRecallItem], kept: Sequence[str], calib: set[str]
+) -> OpenRecall:
+    hits = sum(r.known for r in recalled)
+    known = {r.item_id for r in recalled if r.known}
+    return OpenRecall.model_validate(
+        finite_or_none(
+            {
+                "n": len(recalled),
+                "n_known": hits,
+                "known_rate": hits / len(recalled),
+                "known_rate_se": open_recall.binomial_se(hits, len(recalled)),
+                "n_scored_known": sum(i in known and i not in calib for i in kept),
+                "max_tokens": req.open_recall_tokens,
+                "items": [r.model_dump() for r in recalled],
+            }
+        )
+    )
 
 
 def fitting_items(calib: Sequence[BuiltItem], fit: popprior.LambdaFit) -> list[BuiltItem]:
@@ -194,6 +274,7 @@ def _cells(
                 {
                     "n": len(rows),
                     "accuracy": popmcq.accuracy(rows),
+                    "accuracy_se": open_recall.binomial_se(sum(r.correct for r in rows), len(rows)),
                     "rho": popmcq.popularity_bias(rows),
                     "rho_relative": popmcq.relative_popularity_bias(rows),
                     "hpsr": popmcq.hpsr(rows),

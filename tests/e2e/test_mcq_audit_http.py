@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from service.evals.audits import DEFAULT_POOL
 from service.evals.cli import eval_app
 from service.evals.data import read_arc
-from service.scoring import audit, popmcq, tagging
+from service.scoring import audit, open_recall, popmcq, tagging
 from service.scoring.popmcq_build import MID_BAND
 
 BOTH = "ABCDEFGHIJ"
@@ -195,6 +195,7 @@ def _pool(n: int) -> list[dict[str, Any]]:
             "id": r["id"],
             "question": r["question"],
             "answer": {"text": r["answer"]},
+            "aliases": r.get("aliases", []),
             "candidates": [{"text": c} for c in r["candidates"]],
         }
         for r in rows[:n]
@@ -245,6 +246,64 @@ def test_popmcq_with_the_model_popularity(server: Any) -> None:
             assert sum(MID_BAND[0] < p <= MID_BAND[1] for p in others) >= 2
 
 
+def test_popmcq_open_recall_rescores_the_known_questions(server: Any) -> None:
+    """Open recall (docs/methods.md B.8): every question answered without options; the known
+    flags follow from the answers by the documented match, and table_known is the table
+    recomputed on the scored items of known questions only."""
+    pool = _pool(24)[12:]  # rows with aliases among them
+    assert any(it["aliases"] for it in pool)
+    body = {
+        "items": pool,
+        "open_recall": True,
+        "open_recall_tokens": 16,
+        "methods": ["none", "pride"],
+        "return_items": True,
+        "seed": 3,
+    }
+    r = post(server.url, "/v1/mcq/popmcq", body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    recall = out["open_recall"]
+    assert recall["n"] == len(pool) == len(recall["items"])
+    assert recall["max_tokens"] == 16
+    assert [it["item_id"] for it in recall["items"]] == [p["id"] for p in pool]
+    for it, p in zip(recall["items"], pool, strict=True):
+        names = [p["answer"]["text"], *p["aliases"]]
+        m = open_recall.match(it["answer"], names, [c["text"] for c in p["candidates"]])
+        assert (it["known"], it["matched"], it["distractor"], it["read"]) == (
+            m.known,
+            m.matched,
+            m.distractor,
+            m.read,
+        )
+    assert any(it["answer"].strip() for it in recall["items"])  # the model did answer
+    known = {it["item_id"] for it in recall["items"] if it["known"]}
+    assert recall["n_known"] == len(known)
+    assert recall["known_rate"] == pytest.approx(len(known) / len(pool))
+    scored = out["items"]
+    assert recall["n_scored_known"] == len({it["item_id"] for it in scored} & known)
+    assert set(out["table_known"]) == {"none", "pride"}
+    for method, cells in out["table_known"].items():
+        for strategy, cell in cells.items():
+            rows = [it for it in scored if it["strategy"] == strategy and it["item_id"] in known]
+            assert cell["n"] == len(rows)
+            hits = sum(it["chosen"][method] == it["answer_index"] for it in rows)
+            if rows:
+                assert cell["accuracy"] == pytest.approx(hits / len(rows))
+                assert cell["accuracy_se"] == pytest.approx(
+                    open_recall.binomial_se(hits, len(rows))
+                )
+            else:
+                assert cell["accuracy"] is None
+    # Without open recall neither field is there and nothing is generated.
+    r = post(server.url, "/v1/mcq/popmcq", {**body, "open_recall": False})
+    assert r.status_code == 200, r.text
+    plain = r.json()
+    assert plain["open_recall"] is None
+    assert plain["table_known"] is None
+    assert plain["usage"]["generated_tokens"] < out["usage"]["generated_tokens"]
+
+
 def test_popmcq_given_popularity_and_refusals(server: Any) -> None:
     items = []
     for i in range(6):
@@ -268,6 +327,13 @@ def test_popmcq_given_popularity_and_refusals(server: Any) -> None:
     r = post(server.url, "/v1/mcq/popmcq", {"items": bad, "popularity": "given"})
     assert r.status_code == 422
     assert "popularity" in r.json()["error"]["message"]
+    # Open recall needs each item's gold answer; an alias must say something.
+    no_gold = {k: v for k, v in items[0].items() if k != "answer"}
+    for broken, field in ((no_gold, "items.0.answer"), ({**items[0], "aliases": [" "]}, "aliases")):
+        body = {"items": [broken, items[1]], "popularity": "given", "open_recall": True}
+        r = post(server.url, "/v1/mcq/popmcq", body)
+        assert r.status_code == 422, r.text
+        assert field in r.json()["error"]["message"], r.text
 
 
 # --- the eval commands ----------------------------------------------------------------------------
@@ -279,14 +345,24 @@ def test_eval_commands_write_json_and_png(server: Any, tmp_path: Path, data_dir:
     lines = DEFAULT_POOL.read_text(encoding="utf-8").splitlines()[:8]
     pool.write_text("\n".join([*lines, "{not json", '{"question": "q", "answer": "a"}']) + "\n")
     out = tmp_path / "pop.json"
-    res = runner.invoke(
-        eval_app, ["popmcq", "--output", str(out), "--data", str(pool), "--url", server.url]
-    )
+    args = ["popmcq", "--output", str(out), "--data", str(pool), "--url", server.url]
+    res = runner.invoke(eval_app, [*args, "--open-recall", "--variants"])
     assert res.exit_code == 0, res.output
     report = json.loads(out.read_text())
     assert [s["row"] for s in report["skipped_rows"]] == [9, 10]  # counted, not dropped
     assert report["n_items"] == 8
+    assert report["config"]["open_recall"] is True
     assert "S2 none" in res.output
+    recall = report["open_recall"]
+    assert f"open recall: {recall['n_known']} of 8 known" in res.output
+    assert set(report["table_known"]) == set(report["table"])
+    # The variants are cross-validated on the scored items' raw reads: `none` is the table's.
+    variants = report["variants"]
+    assert set(variants["table"]) == {"none", "grid", "entropy", "margin"}
+    for strategy, cell in variants["table"]["none"].items():
+        assert cell["n"] == report["table"]["none"][strategy]["n"]
+        assert cell["accuracy"] == pytest.approx(report["table"]["none"][strategy]["accuracy"])
+    assert "meets the bar" in res.output
     assert image.imread(str(out.with_suffix(".png"))).shape[0] > 100
 
     out = tmp_path / "co.json"

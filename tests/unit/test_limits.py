@@ -30,7 +30,12 @@ Q = "What is 3 * (2 + 4)?"
 A = "2 + 4 = 6, and 3 * 6 = 18."
 REF = {"reference": "18", "criteria": "The final answer is 18."}
 MCQ = {"question": Q, "options": ["18", "12"]}
-POOL = {"question": Q, "answer": {"text": "18"}, "candidates": [{"text": "12"}]}
+POOL = {
+    "question": Q,
+    "answer": {"text": "18"},
+    "aliases": ["eighteen"],
+    "candidates": [{"text": "12"}],
+}
 
 # A minimal valid request per job kind, with every optional bounded field present.
 REQUESTS: dict[JobKind, dict[str, Any]] = {

@@ -371,7 +371,10 @@ SPEND_CASES: dict[str, list[dict[str, Any]]] = {
         {"items": [{**ITEM, "answer_index": 1}], "reasoning_tokens": 30, "predictability": True},
         {"items": [{**ITEM, "answer_index": 1}], "reasoning_tokens": 30, "inferred_question": True},
     ],
-    "mcq_popmcq": [{"items": [_pool(i) for i in range(6)], "paper_filter": False}],
+    "mcq_popmcq": [
+        {"items": [_pool(i) for i in range(6)], "paper_filter": False},
+        {"items": [_pool(i) for i in range(6)], "paper_filter": False, "open_recall": True},
+    ],
     "reward": [
         {"query": [Q + SEP + RESPONSE, Q + SEP + "18"], "separator": SEP},
         {

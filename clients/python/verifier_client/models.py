@@ -1095,6 +1095,27 @@ class NemoVerifyResponse(BaseModel):
     """
 
 
+class OpenRecallItem(BaseModel):
+    answer: Annotated[str, Field(title="Answer")]
+    """
+    The free-form answer as generated.
+    """
+    distractor: Annotated[str | None, Field(title="Distractor")]
+    """
+    A wrong candidate found in it (not known).
+    """
+    item_id: Annotated[str, Field(title="Item Id")]
+    known: Annotated[bool, Field(title="Known")]
+    matched: Annotated[str | None, Field(title="Matched")]
+    """
+    The gold answer or alias found in it.
+    """
+    read: Annotated[str, Field(title="Read")]
+    """
+    Its first sentence, normalised: what is matched.
+    """
+
+
 class OutcomeExample(BaseModel):
     """
     One labelled judgment: the request an outcome call would send, and whether the response
@@ -1352,11 +1373,19 @@ class PopMCQBuiltItem(BaseModel):
     item_id: Annotated[str, Field(title="Item Id")]
     options: Annotated[list[str], Field(title="Options")]
     popularity: Annotated[list[float], Field(title="Popularity")]
+    probs: Annotated[list[float], Field(title="Probs")]
+    """
+    The raw letter probabilities (before any method).
+    """
     strategy: Annotated[Literal["S1", "S2", "S3", "S4", "S5", "S6"], Field(title="Strategy")]
 
 
 class PopMCQCell(BaseModel):
     accuracy: Annotated[float | None, Field(title="Accuracy")]
+    accuracy_se: Annotated[float | None, Field(title="Accuracy Se")]
+    """
+    Binomial standard error of the accuracy.
+    """
     confidence: Annotated[float | None, Field(title="Confidence")]
     hpsr: Annotated[float | None, Field(title="Hpsr")]
     n: Annotated[int, Field(title="N")]
@@ -2803,6 +2832,22 @@ class Message(BaseModel):
     type: Annotated[Literal["message"], Field(title="Type")] = "message"
 
 
+class OpenRecall(BaseModel):
+    items: Annotated[list[OpenRecallItem], Field(title="Items")]
+    known_rate: Annotated[float | None, Field(title="Known Rate")]
+    known_rate_se: Annotated[float | None, Field(title="Known Rate Se")]
+    max_tokens: Annotated[int, Field(title="Max Tokens")]
+    n: Annotated[int, Field(title="N")]
+    """
+    Questions asked (every item of the request).
+    """
+    n_known: Annotated[int, Field(title="N Known")]
+    n_scored_known: Annotated[int, Field(title="N Scored Known")]
+    """
+    Known questions among the scored ones.
+    """
+
+
 class OutcomeResponse(BaseModel):
     budget: BudgetInfo | None = None
     calibration: CalibrationInfo | None = None
@@ -2849,6 +2894,10 @@ class OutcomeResponse(BaseModel):
 
 
 class PoolItem(BaseModel):
+    aliases: Annotated[list[str], Field(max_length=16, title="Aliases")] = []
+    """
+    Other names of the answer that open recall accepts (e.g. 'Van Gogh').
+    """
     answer: PoolOption
     candidates: Annotated[list[PoolOption], Field(max_length=64, min_length=1, title="Candidates")]
     id: Annotated[str, Field(max_length=200, title="Id")] = ""
@@ -2893,6 +2942,14 @@ class PopMCQRequest(BaseModel):
         list[Literal["none", "popdebias", "pride", "contextual"]],
         Field(min_length=1, title="Methods"),
     ] = ["none", "popdebias", "pride", "contextual"]
+    open_recall: Annotated[bool, Field(title="Open Recall")] = False
+    """
+    First ask every question without options (free form, greedy) and mark it known when the answer or an alias appears in the reply and no wrong candidate does (docs/methods.md B.8); table_known repeats the table on the known questions.
+    """
+    open_recall_tokens: Annotated[int, Field(ge=4, le=128, title="Open Recall Tokens")] = 24
+    """
+    Token budget of each open-recall answer.
+    """
     paper_filter: Annotated[bool, Field(title="Paper Filter")] = True
     """
     Keep only questions with >= 4 distinct wrong candidates on which S1, S2 and S6 can all be built (docs/methods.md B.1).
@@ -2925,10 +2982,17 @@ class PopMCQResponse(BaseModel):
     n_items: Annotated[int, Field(title="N Items")]
     n_kept: Annotated[int, Field(title="N Kept")]
     n_scored: Annotated[int, Field(title="N Scored")]
+    open_recall: OpenRecall | None = None
     skipped: Annotated[dict[str, int], Field(title="Skipped")]
     table: Annotated[dict[str, dict[str, PopMCQCell]], Field(title="Table")]
     """
     method -> strategy -> metrics
+    """
+    table_known: Annotated[dict[str, dict[str, PopMCQCell]] | None, Field(title="Table Known")] = (
+        None
+    )
+    """
+    The table on the questions open recall found known.
     """
     usage: Usage
 

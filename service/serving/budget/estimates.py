@@ -69,6 +69,7 @@ from service.serving.budget.text import (
     PREDICT_OVERHEAD,
     PROCESS_OVERHEAD,
     PROCESS_STEP_OVERHEAD,
+    RECALL_OVERHEAD,
     REFERENCE_OVERHEAD,
     SINGLE_PASS_OVERHEAD,
     SINGLE_PASS_STEP_OVERHEAD,
@@ -331,7 +332,8 @@ def _audit(req: AuditRequest) -> Estimate:
 
 
 def _popmcq(req: PopMCQRequest) -> Estimate:
-    """Popularity reads, then per question and strategy one read per method that needs one."""
+    """Popularity reads, then per question and strategy one read per method that needs one;
+    with open_recall a free-form answer per question."""
     total = ZERO
     per_item_reads = 1.0 + ("popdebias" in req.methods)
     per_item_reads += 4 * ("pride" in req.methods) * min(1.0, req.calibration_ratio * 2)
@@ -345,6 +347,9 @@ def _popmcq(req: PopMCQRequest) -> Estimate:
         longest = sorted(texts, key=estimate_text_tokens)[-4:]
         read = _mcq_item(item.question, longest).times(math.ceil(per_item_reads))
         total += read.times(len(req.strategies))
+        if req.open_recall:
+            asked = RECALL_OVERHEAD + estimate_text_tokens(item.question)
+            total += Estimate.of(asked, req.open_recall_tokens, 1)
     if "contextual" in req.methods:
         total += _content_free(4)
     return total

@@ -50,6 +50,7 @@ AUDIT_OVERHEAD: Final = 130  # system, C.2 instruction, "ANSWER:"; measured <= 1
 TAG_OVERHEAD: Final = 150  # tagger system, trace tags, one label question, "Label: "; measured 128
 PREDICT_OVERHEAD: Final = 170  # predictability judge: system, trace fence, task; measured <= 151
 INFER_OVERHEAD: Final = 150  # inferred question: system, choices, trace fence, task, "Question:"
+RECALL_OVERHEAD: Final = 70  # open recall: system, question line, task, "Answer:"
 MATCH_OVERHEAD: Final = 110  # question match: system, two question lines, task, "Label: "
 SINGLE_PASS_STEP_OVERHEAD: Final = 40  # user turn + step fence + "Verdict: 1"; measured <= 30
 SPLIT_OVERHEAD: Final = 100  # copy instructions + response fence; measured 92
