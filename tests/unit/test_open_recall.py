@@ -72,8 +72,8 @@ def test_an_alias_matches_and_is_named() -> None:
 
 
 def test_a_distractor_inside_the_matched_answer_does_not_count() -> None:
-    """'Gold' is a wrong candidate of no question here, but a wrong name can sit inside the
-    right one: 'Mount Kilimanjaro' holds the candidate 'Kilimanjaro' of a different pool."""
+    """A wrong name can sit inside the right one ('Kenya' inside 'Mount Kenya'): it vetoes
+    only where it occurs outside the matched words."""
     r = match("Mount Kenya", ["Mount Kenya"], ["Kenya", "Mount Kilimanjaro"])
     assert (r.known, r.distractor) == (True, None)
     r = match("Kenya, near Mount Kenya", ["Mount Kenya"], ["Kenya"])
