@@ -73,8 +73,6 @@ logger = logging.getLogger(__name__)
 # `verifier worker` metrics ports when none is set: the first free one of these.
 METRICS_PORT = 9101
 METRICS_PORTS = 100
-# After the engine died: how long /ready answers 503 before `verifier serve` exits 1.
-EXIT_AFTER_DEATH_S = 3.0
 
 PROBE = OutcomeRequest(question="What is 2 + 2?", response="2 + 2 = 4. The answer is 4.")
 
@@ -290,7 +288,9 @@ def _watch_engine(state: AppState, worker: Worker) -> None:
         worker.fail(reason)  # no new pulls; the jobs in flight fail with 503 engine_unavailable
         state.exit_code = 1
         # Exit after a moment, so probes see the 503 and in-flight requests get their answers.
-        asyncio.get_running_loop().call_later(EXIT_AFTER_DEATH_S, _request_exit, state)
+        asyncio.get_running_loop().call_later(
+            state.settings.queue.engine_dead_exit_s, _request_exit, state
+        )
 
     engine = state.services.engine
     task = asyncio.create_task(

@@ -276,6 +276,14 @@ class QueueSettings(SettingsGroup):
         description="How often a process that runs an engine checks that it is alive; a dead "
         "engine turns /ready 503, stops the worker and exits the process 1. 0=off.",
     )
+    engine_dead_exit_s: float = Field(
+        default=3.0,
+        ge=0,
+        le=600,
+        description="`verifier serve` with its engine dead: how long /ready answers 503 (and "
+        "requests in flight get their 503) before the process exits 1. Raise it to match a "
+        "readiness probe's period.",
+    )
     fault_crash_kind: JobKind | None = Field(
         default=None,
         description="Fault injection for tests: a worker exits at once on a job of this kind.",

@@ -40,6 +40,7 @@ from tests.support.cluster import (
     health_then_ready,
     judge,
     metric,
+    pending_by_pid,
     pid_alive,
     probe,
     wait_api,
@@ -50,6 +51,8 @@ pytestmark = pytest.mark.timeout(900)
 
 CLAIM_IDLE_MS = 3000
 MAX_DELIVERIES = 2
+# How long a stopped worker waits for the other to take every job it holds.
+STOP_MAX_S = 60
 QUOTA = 3000
 # Room for one hybrid judgment's estimate (about 300 tokens), not for two.
 RULE_QUOTA = 450
@@ -69,6 +72,8 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "VERIFIER_QUEUE__CLAIM_IDLE_MS": str(CLAIM_IDLE_MS),
         "VERIFIER_QUEUE__MAX_DELIVERIES": str(MAX_DELIVERIES),
         "VERIFIER_QUEUE__FAULT_CRASH_KIND": POISON_KIND,
+        # A worker stopped (SIGSTOP) for up to STOP_MAX_S must not find itself stalled on resume.
+        "VERIFIER_QUEUE__STUCK_GRACE_S": str(STOP_MAX_S + 30),
         "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
         "VERIFIER_AUTH__ENABLED": "true",
         "VERIFIER_LIMITS__REQUEST_TIMEOUT_S": "180",
@@ -444,15 +449,24 @@ def test_stopped_worker_jobs_answered_exactly_once(cluster: Cluster) -> None:
         frozen, held = freeze_busy_worker(cluster)
         assert held > 0  # the precondition: the stopped worker holds jobs the other must take
         other = next(w for w in workers if w is not frozen)
-        time.sleep(CLAIM_IDLE_MS / 1000 * 2.5)
+        # Resume only once the other worker took every job the stopped one holds: a busy thief
+        # reclaims only as it has room, and on a slow CPU it had taken only jobs the stopped
+        # worker had not started when a fixed pause ended, so nothing ran twice.
+        stopped = time.monotonic()
+        while (left := pending_by_pid(cluster).get(frozen.popen.pid, 0)) > 0:
+            if time.monotonic() - stopped > STOP_MAX_S:
+                break
+            time.sleep(0.2)
         frozen.signal(signal.SIGCONT)
+        assert left == 0, f"the other worker left {left} of {held} jobs in {STOP_MAX_S} s"
         responses = [f.result() for f in futures]
     assert [r.status_code for r in responses] == [200] * 64
     assert len({r.headers["X-Job-Id"] for r in responses}) == 64
     assert metric(other.port, "verifier_jobs_redelivered_total") > before_red[other.port]
 
-    # The stolen jobs ran twice; whichever worker wrote second had its write dropped and
-    # counted (the resumed one, or the thief if the resumed worker's engine finished first).
+    # The stolen jobs ran twice: those the stopped worker had started (a worker holds jobs it
+    # has not started only while its batch is full, so some had started). Whichever worker
+    # wrote second had its write dropped and counted.
     def duplicates() -> float:
         return sum(
             metric(w.port, "verifier_jobs_duplicate_results_total") - before_dup[w.port]
