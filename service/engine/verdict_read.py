@@ -72,28 +72,57 @@ class VerdictReadProcessor(LogitsProcessor):
         process_dict_updates(self._reads, batch_update, _new_read)
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        if not self._reads:
+            return logits
+        # Greedy rows still writing, with no trigger or budget at this step: forcing starts
+        # where EOS is their next token, checked for all of them at once below.
+        check: list[tuple[int, _Read, int]] = []
         for index, read in self._reads.items():
             n = len(read.out)
-            if read.forced is None and not self._start(read, n, logits[index]):
+            if read.forced is None and not _start(read, n):
+                if read.greedy and n >= 1:  # at n == 0 the row may be a chunk of a prefill
+                    check.append((index, read, n))
                 continue
-            assert read.forced is not None
-            k = n - read.base
-            if 0 <= k < len(read.forced):
-                row = logits[index]
-                row.fill_(float("-inf"))
-                row[read.forced[k]] = 0.0
+            _force(read, n, logits[index])
+        if check:
+            for index, read, n in _wants_end(logits, check):
+                read.forced, read.base = (*read.after, read.end), n
+                _force(read, n, logits[index])
         return logits
 
-    @staticmethod
-    def _start(read: _Read, n: int, row: torch.Tensor) -> bool:
-        """Whether forcing starts at output position ``n``; records what is forced."""
-        t = len(read.trigger)
-        if n >= t and tuple(read.out[n - t :]) == read.trigger:
-            read.forced = (*read.after[t:], read.end)
-        elif n >= read.budget or (read.greedy and n >= 1 and int(row.argmax()) == read.end):
-            # n >= 1: at n == 0 the row may be a chunk of a prefill still in progress.
-            read.forced = (*read.after, read.end)
-        else:
-            return False
-        read.base = n
-        return True
+
+def _start(read: _Read, n: int) -> bool:
+    """Whether forcing starts at output position ``n`` on the trigger or the budget; records
+    what is forced. (The EOS check needs the logits: ``apply`` does it for all rows at once.)"""
+    t = len(read.trigger)
+    if n >= t and tuple(read.out[n - t :]) == read.trigger:
+        read.forced = (*read.after[t:], read.end)
+    elif n >= read.budget:
+        read.forced = (*read.after, read.end)
+    else:
+        return False
+    read.base = n
+    return True
+
+
+def _force(read: _Read, n: int, row: torch.Tensor) -> None:
+    """Leave only the forced token of position ``n`` possible (nothing once all are out)."""
+    assert read.forced is not None
+    k = n - read.base
+    if 0 <= k < len(read.forced):
+        row.fill_(float("-inf"))
+        row[read.forced[k]] = 0.0
+
+
+def _wants_end(
+    logits: torch.Tensor, check: list[tuple[int, _Read, int]]
+) -> list[tuple[int, _Read, int]]:
+    """The rows of ``check`` whose greedy next token is their ``end``. A row max (amax, about a
+    tenth of an argmax's cost on CPU, over all rows at once) finds the rows where ``end`` ties
+    the max; only those pay an argmax, which settles a tie the way greedy sampling does."""
+    rows = torch.tensor([index for index, _, _ in check], device=logits.device)
+    ends = torch.tensor([read.end for _, read, _ in check], device=logits.device)
+    every = len(check) == logits.shape[0]  # then no copy of the logits
+    top = logits.amax(dim=1)[rows] if every else logits[rows].amax(dim=1)
+    hits = (logits[rows, ends] >= top).nonzero().flatten().tolist()
+    return [check[i] for i in hits if int(logits[check[i][0]].argmax()) == check[i][1].end]

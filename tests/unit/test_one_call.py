@@ -221,3 +221,39 @@ def test_processor_ignores_eos_when_sampling_and_at_the_first_token(spec: OneCal
     logits = _step(proc, 2, argmax=toy.end)
     assert _forced(logits[0]) is None
     assert _forced(logits[1]) is None
+
+
+def _rows(*argmaxes: int) -> torch.Tensor:
+    logits = torch.zeros(len(argmaxes), 64)
+    for i, top in enumerate(argmaxes):
+        logits[i, top] = 5.0
+    return logits
+
+
+def test_processor_reads_each_rows_own_argmax_in_one_batch(spec: OneCall) -> None:
+    """The EOS check is one argmax over the rows; each row is forced by its own, whatever
+    order the requests were added in and whether or not every row is tracked."""
+    toy = _small(spec)
+    every = _processor()  # all three rows tracked, added out of row order
+    _add(every, (2, _params(toy, 10), [5]), (0, _params(toy, 10), [5]), (1, _params(toy, 10), [5]))
+    logits = every.apply(_rows(toy.end, 7, toy.end))
+    assert [_forced(logits[i]) for i in range(3)] == [toy.after[0], None, toy.after[0]]
+    some = _processor()  # row 1 is another request: it wants EOS and is left alone
+    _add(some, (2, _params(toy, 10), [5]), (0, _params(toy, 10), [5]))
+    logits = some.apply(_rows(7, toy.end, toy.end))
+    assert [_forced(logits[i]) for i in range(3)] == [None, None, toy.after[0]]
+    assert logits[1, toy.end] == 5.0
+
+
+def test_processor_settles_a_tie_with_eos_as_greedy_sampling_does(spec: OneCall) -> None:
+    """Greedy sampling takes the first of tied maxima: EOS tied with an earlier id is not the
+    model's next token, tied with a later one it is."""
+    toy = _small(spec)
+    proc = _processor()
+    _add(proc, (0, _params(toy, 10), [5]), (1, _params(toy, 10), [5]))
+    logits = torch.zeros(2, 64)
+    logits[:, toy.end] = 5.0
+    logits[0, toy.end - 1] = 5.0
+    logits[1, toy.end + 5] = 5.0
+    logits = proc.apply(logits)
+    assert [_forced(logits[0]), _forced(logits[1])] == [None, toy.after[0]]
