@@ -17,7 +17,7 @@ profiling, not a dependency of the project) of a `verifier serve` recorded with
     py-spy record --subprocesses --nonblocking --rate 25 --format raw \\
         -o out/bench/profile.txt -- \\
         python -m loadtests.mixed_load --servers ours --runs 1
-    verifier bench profile-split out/bench/profile.txt
+    python -m loadtests.experiments.profile_split out/bench/profile.txt
 
 Stacks of processes that are neither the service nor its engine (the load generator) are left
 out of the shares.
