@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -36,14 +35,15 @@ from tests.support.cluster import (
     children_of,
     create_key,
     fire,
+    fit_probability_calibration,
     freeze_busy_worker,
     health_then_ready,
     judge,
     metric,
-    pending_by_pid,
     pid_alive,
     probe,
     wait_api,
+    wait_taken,
     wait_worker,
 )
 
@@ -225,27 +225,6 @@ def test_calibrations_are_per_tenant_and_outlive_an_api_restart(cluster: Cluster
 
 
 PROBE = {"question": "What is 4 + 4?", "response": "4 + 4 = 8."}
-
-
-def fit_probability_calibration(url: str, headers: dict[str, str]) -> dict[str, Any]:
-    """A temperature fit on 10 small labelled sums (every other one wrong)."""
-    examples = [
-        {
-            "question": f"What is {i} + {i}?",
-            "response": f"{i} + {i} = {2 * i + i % 2}.",
-            "label": 1 - i % 2,
-        }
-        for i in range(10)
-    ]
-    fit = httpx.post(
-        url + "/v1/calibrations",
-        json={"target": "outcome", "examples": examples},
-        headers=headers,
-        timeout=300,
-    )
-    assert fit.status_code == 200, fit.text
-    cal: dict[str, Any] = fit.json()
-    return cal
 
 
 def test_idempotency_key_returns_the_stored_result(cluster: Cluster) -> None:
@@ -452,11 +431,7 @@ def test_stopped_worker_jobs_answered_exactly_once(cluster: Cluster) -> None:
         # Resume only once the other worker took every job the stopped one holds: a busy thief
         # reclaims only as it has room, and on a slow CPU it had taken only jobs the stopped
         # worker had not started when a fixed pause ended, so nothing ran twice.
-        stopped = time.monotonic()
-        while (left := pending_by_pid(cluster).get(frozen.popen.pid, 0)) > 0:
-            if time.monotonic() - stopped > STOP_MAX_S:
-                break
-            time.sleep(0.2)
+        left = wait_taken(cluster, frozen, STOP_MAX_S)
         frozen.signal(signal.SIGCONT)
         assert left == 0, f"the other worker left {left} of {held} jobs in {STOP_MAX_S} s"
         responses = [f.result() for f in futures]

@@ -229,6 +229,17 @@ def freeze_busy_worker(cluster: Cluster, timeout: float = 60) -> tuple[Proc, int
     raise RuntimeError("no worker held pending jobs once stopped")
 
 
+def wait_taken(cluster: Cluster, worker: Proc, timeout: float) -> int:
+    """Wait (bounded) until no entry is pending for ``worker`` (another worker reclaimed or
+    finished every job it held); returns how many are still its own."""
+    deadline = time.monotonic() + timeout
+    while (left := pending_by_pid(cluster).get(worker.popen.pid, 0)) > 0:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    return left
+
+
 def children_of(pid: int) -> list[int]:
     """The worker's children but its reaper (the engine core, vLLM's resource tracker)."""
     return [
@@ -250,3 +261,24 @@ def fire(
 ) -> list[httpx.Response]:
     with ThreadPoolExecutor(concurrency) as pool:
         return list(pool.map(lambda i: judge(url, key, offset + i), range(n)))
+
+
+def fit_probability_calibration(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """A temperature fit on 10 small labelled sums (every other one wrong)."""
+    examples = [
+        {
+            "question": f"What is {i} + {i}?",
+            "response": f"{i} + {i} = {2 * i + i % 2}.",
+            "label": 1 - i % 2,
+        }
+        for i in range(10)
+    ]
+    fit = httpx.post(
+        url + "/v1/calibrations",
+        json={"target": "outcome", "examples": examples},
+        headers=headers,
+        timeout=300,
+    )
+    assert fit.status_code == 200, fit.text
+    cal: dict[str, Any] = fit.json()
+    return cal

@@ -231,7 +231,7 @@ def _rows(*argmaxes: int) -> torch.Tensor:
 
 
 def test_processor_reads_each_rows_own_argmax_in_one_batch(spec: OneCall) -> None:
-    """The EOS check is one argmax over the rows; each row is forced by its own, whatever
+    """The EOS check is one row max over the rows; each row is forced by its own, whatever
     order the requests were added in and whether or not every row is tracked."""
     toy = _small(spec)
     every = _processor()  # all three rows tracked, added out of row order
