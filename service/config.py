@@ -171,6 +171,18 @@ class EngineSettings(SettingsGroup):
         "PRMs trained with one (Qwen2.5-Math-PRM: 'Please reason step by step, and put your "
         "final answer within \\boxed{}.').",
     )
+    lora_adapters: dict[str, str] = Field(
+        default_factory=dict,
+        description="LoRA adapters of the served generative model, name -> local PEFT folder "
+        '(JSON, e.g. \'{"terse": "/adapters/terse"}\'); a request names one with '
+        '`model: "<served name>:<adapter>"` (docs/api.md, "Models and adapters").',
+    )
+    max_lora_rank: int = Field(
+        default=16, ge=1, description="The largest adapter rank the engine accepts (vLLM)."
+    )
+    max_loras: int = Field(
+        default=4, ge=1, description="Adapters one engine batch may hold at once (vLLM)."
+    )
     # CPU-only knobs (ignored by GPU builds of vLLM).
     cpu_kvcache_gib: int = Field(default=2, ge=1, description="VLLM_CPU_KVCACHE_SPACE in GiB.")
     cpu_threads_bind: str = Field(
@@ -449,6 +461,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 "limits.max_reasoning_tokens must be below engine.max_model_len; lower "
                 "VERIFIER_LIMITS__MAX_REASONING_TOKENS or raise VERIFIER_ENGINE__MAX_MODEL_LEN"
+            )
+        for name in self.engine.lora_adapters:
+            if not name or ":" in name or "/" in name:
+                raise ValueError(
+                    f"engine.lora_adapters: the adapter name {name!r} must be non-empty, "
+                    "without ':' or '/' (a request names it as '<served name>:<adapter>')"
+                )
+        if self.engine.lora_adapters and self.engine.backend != "vllm":
+            raise ValueError(
+                "engine.lora_adapters needs the in-process engine (engine.backend=vllm); a "
+                "remote server serves its own adapters"
             )
         return self
 

@@ -116,6 +116,12 @@ class NotFound(ServiceError):
     type = "not_found"
 
 
+class ModelNotFound(NotFound):
+    """A request named a model or adapter this deployment does not serve (OpenAI's type)."""
+
+    type = "model_not_found"
+
+
 class Unauthorized(ServiceError):
     status = 401
     type = "unauthorized"

@@ -33,8 +33,10 @@ INTERNAL_ERROR = "internal error; see server logs"
 
 # The OpenAPI ``responses`` of the routers: what each route may answer besides its model.
 Responses = dict[int | str, dict[str, object]]
-# Every route that submits a job.
-ERRORS: Responses = {code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 502, 503, 504)}
+# Every route that submits a job (404: a `model` naming an adapter not served).
+ERRORS: Responses = {
+    code: {"model": ErrorResponse} for code in (401, 404, 413, 422, 429, 502, 503, 504)
+}
 # Routes that look a tenant's record up by id (another tenant's id is a 404 too).
 NOT_FOUND: Responses = {404: {"model": ErrorResponse}}
 # With auth on, every route but /health and /ready answers 401 to a missing or bad key.

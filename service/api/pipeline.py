@@ -24,14 +24,17 @@ import service.serving.budget as budget
 from service.api.deps import AppState, QueueDep, StateDep, tenant_name, tenant_of
 from service.api.disconnect import race_disconnect
 from service.api.limits import enforce
+from service.config import Settings
 from service.errors import (
     BudgetTooSmall,
     ClientDisconnected,
     ConcurrencyLimited,
     InvalidRequest,
+    ModelNotFound,
 )
 from service.kinds import JobKind
 from service.protocol import BudgetInfo, Metered
+from service.protocol.base import adapter_of
 from service.protocol.calibrate import ProbabilityCalibration
 from service.protocol.jobs import JOBS
 from service.queue.base import Job, JobQueue, new_job_id
@@ -84,6 +87,25 @@ async def spent_after_disconnect(
     return task.result()
 
 
+def served_model(settings: Settings, model: str | None) -> str:
+    """The id of what answers a request naming ``model``: the served model, or
+    '<served>:<adapter>' for one of its LoRA adapters; any other name with ':' is a 404
+    naming what is served (protocol.base.adapter_of)."""
+    adapter = adapter_of(model)
+    if adapter is None:
+        return settings.model_name
+    ids = served_ids(settings)
+    if model not in ids[1:]:
+        raise ModelNotFound(f"no model {model!r} here; served: {', '.join(ids)}")
+    return str(model)
+
+
+def served_ids(settings: Settings) -> list[str]:
+    """The served model's id, then its adapters' ('<served>:<adapter>')."""
+    base = settings.model_name
+    return [base, *(f"{base}:{name}" for name in sorted(settings.engine.lora_adapters))]
+
+
 def _endpoint(request: Request) -> str:
     """The metric label: the matched route's template (never the raw path: bounded labels)."""
     return str(request.scope["route"].path)
@@ -99,7 +121,7 @@ class JobCall:
     response: Response
 
     async def check_calibration(
-        self, calibration_id: str | None, method: str, ks: Sequence[int]
+        self, model: str | None, calibration_id: str | None, method: str, ks: Sequence[int]
     ) -> None:
         """Refuse a missing calibration, or one fitted for another method, option count or
         model, before anything is queued or charged (the worker checks again)."""
@@ -109,11 +131,11 @@ class JobCall:
             calibration_id,
             method,
             ks,
-            self.state.settings.model_name,
+            served_model(self.state.settings, model),
         )
 
     async def probability_calibration(
-        self, calibration_id: str | None, target: str, mode: str
+        self, model: str | None, calibration_id: str | None, target: str, mode: str
     ) -> ProbabilityCalibration | None:
         """The probability calibration this request's answer goes through (named, the
         tenant's default, or none); a named one that is missing or fitted for another
@@ -124,7 +146,7 @@ class JobCall:
             calibration_id,
             target,
             mode,
-            self.state.settings.model_name,
+            served_model(self.state.settings, model),
         )
 
     @asynccontextmanager
@@ -158,7 +180,9 @@ class JobCall:
             await state.reward_slots.release(lease)
 
     def admit(self, req: BaseModel) -> None:
-        """Refuse a request over a limit (413 or 422) before anything is planned or queued."""
+        """Refuse a request for a model not served (404) or over a limit (413 or 422) before
+        anything is planned or queued."""
+        served_model(self.state.settings, getattr(req, "model", None))
         enforce(req, self.state.settings.limits)
 
     async def run(

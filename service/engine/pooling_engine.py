@@ -109,6 +109,11 @@ class PoolingEngine:
         from vllm.config import PoolerConfig
 
         cfg = settings.engine
+        if cfg.lora_adapters:
+            raise ValueError(
+                f"engine.lora_adapters: this model is a {kind} model; adapters are served for "
+                "generative judges only"
+            )
         task, tag = pooling_spec(settings, kind, architectures)
         dtype = resolve_dtype(cfg.dtype, device)
         args = AsyncEngineArgs(

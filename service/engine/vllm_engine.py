@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from service.config import Settings
+from service.engine.adapters import AdapterRequests, load_adapters
 from service.engine.base import (
     GenerateCall,
     GenerateResult,
@@ -197,9 +198,16 @@ class VLLMEngine:
     """``Engine`` on vLLM's ``AsyncLLM``: every concurrent call joins vLLM's continuous batch."""
 
     def __init__(
-        self, llm: Any, tokenizer: Tokenizer, info: ModelInfo, *, one_call: bool = False
+        self,
+        llm: Any,
+        tokenizer: Tokenizer,
+        info: ModelInfo,
+        *,
+        one_call: bool = False,
+        adapters: AdapterRequests | None = None,
     ) -> None:
         self._llm = llm
+        self._adapters = adapters or AdapterRequests({})
         self._tokenizer = tokenizer
         self._info = info
         self._pos_ids = label_variant_ids(tokenizer, POSITIVE_LABEL)
@@ -218,6 +226,14 @@ class VLLMEngine:
 
         cfg = settings.engine
         dtype = resolve_dtype(cfg.dtype, device)
+        adapters = load_adapters(cfg.lora_adapters, cfg.max_lora_rank)
+        lora: dict[str, Any] = {}
+        if adapters:
+            lora = {
+                "enable_lora": True,
+                "max_loras": cfg.max_loras,
+                "max_lora_rank": max(a.rank for a in adapters.values()),
+            }
         args = AsyncEngineArgs(
             model=model,
             tokenizer=model,
@@ -233,6 +249,7 @@ class VLLMEngine:
             tensor_parallel_size=cfg.tensor_parallel_size,
             logits_processors=[VERDICT_READ_FQCN] if cfg.one_call_reasoning else None,
             hf_overrides={"head_dtype": "float32"} if cfg.head_dtype == "float32" else {},
+            **lora,
         )
         llm = AsyncLLMEngine.from_engine_args(args)
         dtype = engine_dtype(llm, dtype)
@@ -244,7 +261,13 @@ class VLLMEngine:
             device=device,
             dtype=dtype,
         )
-        return cls(llm, llm.get_tokenizer(), info, one_call=cfg.one_call_reasoning)
+        return cls(
+            llm,
+            llm.get_tokenizer(),
+            info,
+            one_call=cfg.one_call_reasoning,
+            adapters=AdapterRequests(adapters),
+        )
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -258,7 +281,10 @@ class VLLMEngine:
 
         request_id = uuid.uuid4().hex
         stream = self._llm.generate(
-            TokensPrompt(prompt_token_ids=list(prompt_ids)), params, request_id
+            TokensPrompt(prompt_token_ids=list(prompt_ids)),
+            params,
+            request_id,
+            lora_request=self._adapters.current(),
         )
         try:
             final: RequestOutput = await run_vllm_call(self._llm, stream)

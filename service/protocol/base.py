@@ -34,6 +34,27 @@ class ServiceModel(BaseModel):
         return data
 
 
+def adapter_of(model: str | None) -> str | None:
+    """The LoRA adapter a request's ``model`` names ('<served name>:<adapter>'), or None for
+    the served model itself (no ``model``, or a name without ':', answered by the served model
+    whatever it says, as OpenAI-shaped clients send their own names)."""
+    if model is None or ":" not in model:
+        return None
+    return model.split(":", 1)[1]
+
+
+class ModelChoice(ServiceModel):
+    """The OpenAI-style ``model`` field every judging request takes."""
+
+    model: str | None = Field(
+        default=None,
+        max_length=256,
+        description="Unset or any name without ':': the served model. "
+        "'<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); "
+        "another name with ':' is a 404 model_not_found.",
+    )
+
+
 def _non_blank(value: str, name: str) -> str:
     if not value.strip():
         raise ValueError(f"{name} must not be empty or whitespace only")
@@ -115,7 +136,7 @@ JudgeMode = Literal["direct", "reasoning"]
 BudgetPolicy = Literal["refuse", "degrade"]
 
 
-class BudgetOptions(ServiceModel):
+class BudgetOptions(ModelChoice):
     """A per-request token budget, checked against an estimate before anything runs."""
 
     max_eval_tokens: int | None = Field(
@@ -177,6 +198,11 @@ class ModelCard(BaseModel):
     code_languages: list[str] | None = Field(
         default=None,
         description="The languages runs take, once a sandbox runs in this process.",
+    )
+    parent: str | None = Field(
+        default=None,
+        description="A LoRA adapter: the served model it adapts (its id is "
+        "'<parent>:<adapter>', the name a request's `model` gives).",
     )
 
 

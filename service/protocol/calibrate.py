@@ -16,6 +16,7 @@ from service.protocol.audit import AuditItem
 from service.protocol.base import (
     JudgeMode,
     Metered,
+    ModelChoice,
     QuestionResponse,
     ReferenceTexts,
     ServiceModel,
@@ -98,7 +99,7 @@ EXAMPLE_SHAPE = {
 }
 
 
-class ProbabilityCalibrationRequest(ServiceModel):
+class ProbabilityCalibrationRequest(ModelChoice):
     """POST /v1/calibrations: read the judge on labelled examples through the ordinary serving
     path (the prompts a later request with the same mode and budget uses), fit, store."""
 

@@ -256,7 +256,11 @@ class DecisionRequest(BudgetOptions):
         description="A text, or an ordered list of messages, function calls and their outputs, "
         "custom tool calls and their outputs (an agent's trajectory)."
     )
-    model: str = Field(description="Accepted as sent; the served model answers.")
+    model: str = Field(  # required here, as OpenAI's SDK sends it
+        max_length=256,
+        description="Any name without ':': the served model answers. '<served name>:<adapter>': "
+        "that LoRA adapter of it; another name with ':' is a 404 model_not_found.",
+    )
     questions: list[Question] = Field(
         description=f"1-{MAX_QUESTIONS} predicate, choice or score questions; answers come back "
         "in the same order."

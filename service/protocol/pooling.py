@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from service.protocol.base import Metered, ServiceModel, Usage
+from service.protocol.base import Metered, ModelChoice, ServiceModel, Usage
 from service.protocol.limits import Bounded
 
 PoolingTask = Literal["classify", "token_classify"]
@@ -25,10 +25,9 @@ PoolingInput = str | list[str] | list[int] | list[list[int]]
 _UNSUPPORTED = ("truncate_prompt_tokens", "chat_template", "cache_salt", "mm_processor_kwargs")
 
 
-class PoolingInputs(ServiceModel):
+class PoolingInputs(ModelChoice):
     """What /classify and /pooling share: the input, its rendering and the activation."""
 
-    model: str | None = None
     user: str | None = None
     input: PoolingInput | None = Field(
         default=None, description="A text, texts, token ids, or lists of token ids."

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from service.protocol.base import BudgetInfo, JudgeMode, Metered, Usage, _non_blank
+from service.protocol.base import BudgetInfo, JudgeMode, Metered, ModelChoice, Usage, _non_blank
 from service.protocol.calibrate import CalibrationChoice, check_outcome_method
 from service.protocol.calibrated import CalibrationInfo
 from service.protocol.compare import CompareSpec
@@ -29,7 +29,7 @@ from service.protocol.reward_shapes import label_spec
 from service.protocol.rewards import RewardItem
 
 
-class RewardRequest(CalibrationChoice):
+class RewardRequest(CalibrationChoice, ModelChoice):
     """POST /get_reward. The last four fields are this service's; unset, the settings apply."""
 
     query: Annotated[list[str], Texts, Documents] = Field(

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from service.protocol.base import JudgeMode, ServiceModel, _non_blank
+from service.protocol.base import JudgeMode, ModelChoice, ServiceModel, _non_blank
 from service.protocol.code import CodeTests
 from service.protocol.decisions import DecisionRequest
 from service.protocol.limits import Documents, ReasoningTokens, Reference, Samples, Text, Texts
@@ -354,10 +354,9 @@ class RewardItem(ServiceModel):
                     raise ValueError(f"{field}.pattern: {exc}") from exc
 
 
-class RewardsRequest(ServiceModel):
+class RewardsRequest(ModelChoice):
     """POST /v1/rewards."""
 
-    model: str | None = Field(default=None, description="Accepted; the served model answers.")
     items: Annotated[list[RewardItem], Documents] = Field(
         description="The samples, each with its own verifier; results come back in order."
     )

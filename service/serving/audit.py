@@ -13,6 +13,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from service.engine.adapters import served_id
 from service.engine.base import Engine, GenerateCall, JudgeCall, OptionCall, TokenUsage
 from service.errors import InvalidRequest
 from service.protocol import Usage
@@ -163,7 +164,11 @@ class AuditServing:
         judge = None  # who read the traces; a remote judge not configured: refused here
         if req.predictability or req.inferred_question:
             reader = self._judge(req)
-            judge = self._model if reader is self._served else reader.engine.model_info().name
+            judge = (
+                served_id(self._model)
+                if reader is self._served
+                else reader.engine.model_info().name
+            )
         extra = [audit.IDK_OPTION] if req.idk else []
         records = [
             audit.ItemRun(k=len(it.options), answer_index=it.answer_index, item_id=it.id)
@@ -204,7 +209,7 @@ class AuditServing:
         summary["tagging"] = tagging_summary
         summary["inferred_question"] = inferred.summarize(records)
         return AuditResponse(
-            model=self._model,
+            model=served_id(self._model),
             items=[
                 _item_result(it, rec, req.return_rationales, tag)
                 for it, rec, tag in zip(req.items, records, tags, strict=True)

@@ -31,6 +31,7 @@ from typing import Literal, Protocol
 
 from redis.asyncio import Redis
 
+from service.engine.adapters import current_adapter
 from service.engine.base import (
     Engine,
     GenerateCall,
@@ -96,6 +97,7 @@ def judgment_key(model: ModelInfo, scope: str, call: JudgeCall) -> str:
         model.name,
         model.path,
         model.dtype,
+        current_adapter.get(),  # an adapter's answer never answers the base or another adapter
         scope,
         list(call.prompt_ids),
         list(call.verdict_ids),

@@ -12,6 +12,7 @@ import asyncio
 import time
 from dataclasses import asdict
 
+from service.engine.adapters import served_id
 from service.engine.base import TokenUsage
 from service.errors import CalibrationUnfittable
 from service.protocol import OutcomeRequest, Usage
@@ -124,7 +125,9 @@ class CalibrationServing:
         examples = req.decision_examples()
         answers = await asyncio.gather(
             *(
-                self._decisions.decide(ex.request(req.mode, req.reasoning_tokens, self._model))
+                self._decisions.decide(
+                    ex.request(req.mode, req.reasoning_tokens, served_id(self._model))
+                )
                 for ex in examples
             )
         )
@@ -216,7 +219,7 @@ class CalibrationServing:
             target=req.target,
             method="temperature",
             parameters=parameters,
-            model=self._model,
+            model=served_id(self._model),
             mode=req.mode,
             reasoning_tokens=req.reasoning_tokens if req.mode == "reasoning" else None,
             examples=raw.n,
@@ -258,7 +261,7 @@ class CalibrationServing:
             target=req.target,
             method=m,
             parameters=report.parameters[m],
-            model=self._model,
+            model=served_id(self._model),
             mode=req.mode,
             reasoning_tokens=req.reasoning_tokens if req.mode == "reasoning" else None,
             examples=report.n,

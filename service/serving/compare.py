@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from service.engine.adapters import served_id
 from service.engine.base import Engine, GenerateCall, OptionCall, TokenUsage
 from service.errors import InvalidRequest
 from service.protocol import Usage
@@ -65,7 +66,7 @@ class CompareServing:
             mode=req.mode,
             aggregation=aggregation,
             debias=debias,
-            model=self._model,
+            model=served_id(self._model),
             results=[
                 CompareResult(index=i, reward=rw, score=sc)
                 for i, (rw, sc) in enumerate(zip(rewards.rewards, rewards.scores, strict=True))
@@ -153,7 +154,7 @@ class CompareServing:
         if req.resolved_debias() != "pride":
             return None
         cal = await tenant_calibration(
-            self._calibrations, req.calibration_id, "pride", [n], self._model
+            self._calibrations, req.calibration_id, "pride", [n], served_id(self._model)
         )
         assert cal is not None  # the request model requires calibration_id with pride
         return list(cal.params["prior"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from service.engine.adapters import served_id
 from service.engine.base import Engine, GenerateCall, OptionCall, OptionResult, TokenUsage
 from service.errors import InvalidRequest
 from service.protocol.decision_results import (
@@ -86,7 +87,7 @@ class DecisionServing:
             answers.append(answer(q, mine or None, req.min_label_probability, unbias))
         return DecisionResponse(
             answers=answers,
-            model=self._model,
+            model=served_id(self._model),
             usage=DecisionUsage.of_counts(usage, reasoning_tokens=thought_tokens),
         )
 
@@ -127,7 +128,7 @@ class DecisionServing:
     async def _calibration(self, req: DecisionRequest) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
         return await tenant_calibration(
-            self._calibrations, req.prior_id, req.debias, req.choice_counts, self._model
+            self._calibrations, req.prior_id, req.debias, req.choice_counts, served_id(self._model)
         )
 
     def _label_ids(self, index: int, spec: scoring.QuestionSpec) -> list[list[int]]:

@@ -15,10 +15,11 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from service.engine.adapters import current_adapter
 from service.errors import InvalidRequest, ServiceError
 from service.kinds import JobKind
 from service.ops.telemetry import Metrics
-from service.protocol.base import Metered
+from service.protocol.base import Metered, adapter_of
 from service.protocol.jobs import JOBS, for_every_kind
 from service.queue.base import Job, JobResult
 from service.serving.context import current_tenant, job_arrival
@@ -75,6 +76,8 @@ class JobRunner:
             req = JOBS[job.kind].request.model_validate(job.payload)
         except ValidationError as exc:
             return JobResult.from_error(InvalidRequest(f"invalid job payload: {exc}"))
+        # The adapter every engine request of this job runs under (engine.adapters).
+        current_adapter.set(adapter_of(getattr(req, "model", None)))
         try:
             resp = await RUNS[job.kind](self._services, req)
         except ServiceError as exc:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from service.engine.adapters import served_id
 from service.engine.base import Engine, OptionCall, SpanCall, TokenUsage
 from service.protocol import Usage
 from service.protocol.mcq import (
@@ -50,18 +51,22 @@ class MCQServing:
         usage = TokenUsage()
         cal = await self.calibration_for(req, [req.k])
         [result] = await self._answer_items([req], req, cal, usage)
-        return MCQAnswerResponse(**result.model_dump(), model=self._model, usage=Usage.of(usage))
+        return MCQAnswerResponse(
+            **result.model_dump(), model=served_id(self._model), usage=Usage.of(usage)
+        )
 
     async def answer_batch(self, req: MCQBatchRequest) -> MCQBatchResponse:
         usage = TokenUsage()
         cal = await self.calibration_for(req, [it.k for it in req.items])
         results = await self._answer_items(req.items, req, cal, usage)
-        return MCQBatchResponse(model=self._model, results=results, usage=Usage.of(usage))
+        return MCQBatchResponse(
+            model=served_id(self._model), results=results, usage=Usage.of(usage)
+        )
 
     async def calibration_for(self, opts: MCQOptions, ks: Sequence[int]) -> Calibration | None:
         """The request's calibration, checked against its method, K and this model (422)."""
         return await tenant_calibration(
-            self._calibrations, opts.prior_id, opts.debias, ks, self._model
+            self._calibrations, opts.prior_id, opts.debias, ks, served_id(self._model)
         )
 
     async def _answer_items(
@@ -164,7 +169,7 @@ class MCQServing:
             id=new_calibration_id(),
             name=req.name,
             method=req.method,
-            model=self._model,
+            model=served_id(self._model),
             k=req.fitted_k,
             params=params,
             items=len(req.items),

@@ -3,6 +3,7 @@ scores (docs/methods.md A.2, E)."""
 
 from __future__ import annotations
 
+from service.engine.adapters import served_id
 from service.engine.base import Engine, JudgeCall, JudgeResult, TokenUsage
 from service.protocol import OutcomeRequest, OutcomeResponse, SampleJudgment, Usage
 from service.protocol.code import CodeTests
@@ -112,7 +113,7 @@ class OutcomeServing:
             logit=None,
             verdict=verdict(res.reward),
             mode=req.mode,
-            model=self._model,
+            model=served_id(self._model),
             decided_by="code",
             code=res,
             usage=Usage(),
@@ -126,7 +127,7 @@ class OutcomeServing:
             logit=None,
             verdict=None if score is None else verdict(score),
             mode=req.mode,
-            model=self._model,
+            model=served_id(self._model),
             decided_by=None if score is None else "rule",
             rule=info,
             usage=Usage(),
@@ -157,7 +158,7 @@ class OutcomeServing:
             logit=logit,
             verdict=verdict(score),
             mode=req.mode,
-            model=self._model,
+            model=served_id(self._model),
             decided_by="model",
             rationale=per_sample[0].rationale if with_rationale else None,
             samples=per_sample if req.samples > 1 else None,

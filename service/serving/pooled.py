@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from service.engine.adapters import served_id
 from service.engine.base import Engine, PoolCall, TokenUsage
 from service.errors import InvalidRequest, NotServedByModel
 from service.protocol import OutcomeRequest, OutcomeResponse, ProcessRequest, Usage
@@ -138,7 +139,7 @@ class PooledOutcomeServing(OutcomeServing):
             reward=logit,
             verdict=verdict(score),
             mode=req.mode,
-            model=self._model,
+            model=served_id(self._model),
             decided_by="model",
             usage=Usage.of(usage),
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.engine.adapters import served_id
 from service.engine.base import Engine, PoolCall, PoolResult, TokenUsage
 from service.errors import InvalidRequest, NotServedByModel
 from service.protocol.pooling import (
@@ -109,7 +110,9 @@ class PoolingServing:
                     num_classes=len(probs),
                 )
             )
-        return ClassificationResponse(model=self._model, data=data, usage=_usage(results))
+        return ClassificationResponse(
+            model=served_id(self._model), data=data, usage=_usage(results)
+        )
 
     async def pooling(self, req: PoolingRequest) -> PoolingResponse:
         info = self._engine.model_info()
@@ -119,4 +122,4 @@ class PoolingServing:
             PoolingResponseData(index=i, data=res.rows[0] if task == "classify" else res.rows)
             for i, res in enumerate(results)
         ]
-        return PoolingResponse(model=self._model, data=data, usage=_usage(results))
+        return PoolingResponse(model=served_id(self._model), data=data, usage=_usage(results))

@@ -13,6 +13,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from service.engine.adapters import served_id
 from service.engine.base import Engine, GenerateCall, TokenUsage
 from service.protocol import Usage
 from service.protocol.audit import (
@@ -158,7 +159,7 @@ class PopMCQServing:
                 for i, b in enumerate(scored)
             ]
         return PopMCQResponse(
-            model=self._model,
+            model=served_id(self._model),
             n_items=len(req.items),
             n_kept=len(kept),
             n_calibration=len(calib_ids),

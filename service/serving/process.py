@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from service.engine.adapters import served_id
 from service.engine.base import Engine, GenerateCall, JudgeResult, TokenUsage
 from service.errors import InvalidRequest, NotServedByModel
 from service.protocol import (
@@ -187,7 +188,7 @@ class ProcessServing:
             first_error_step=first_error_step(scores, req.threshold),
             early_stopped=j.early_stopped,
             mode=req.mode,
-            model=self._model,
+            model=served_id(self._model),
             split=s.info,
             exact_fallbacks=j.exact_fallbacks,
             step_samples=j.samples if req.samples > 1 else None,

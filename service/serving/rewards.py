@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from service.config import RewardSettings
+from service.engine.adapters import served_id
 from service.errors import CodeExecutionDisabled, InvalidRequest, ServiceError
 from service.protocol import OutcomeRequest, Usage
 from service.protocol.base import JudgeMode
@@ -277,7 +278,7 @@ class RewardsServing:
                     usage += done.usage
             results.append(combine(req, i, item, parts))
         return RewardsResponse(
-            model=self._model,
+            model=served_id(self._model),
             results=results,
             timed_out=sum(r.timed_out for r in results),
             failed=sum(r.failed is not None for r in results),

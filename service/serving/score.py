@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from service.engine.adapters import served_id
 from service.protocol import (
     JudgeOptions,
     OutcomeRequest,
@@ -153,7 +154,7 @@ class ScoreServing:
         return ScoreResponse(
             method=req.method,
             alpha=req.alpha,
-            model=self._model,
+            model=served_id(self._model),
             results=results,
             ranking=ranking,
             ties=ties,
@@ -188,7 +189,7 @@ class ScoreServing:
         return ScoreResponse(
             method=req.method,
             alpha=req.alpha,
-            model=self._model,
+            model=served_id(self._model),
             results=results,
             ranking=compared.ranking,
             ties=self._ties([r.final for r in results], compared.ranking),
@@ -222,7 +223,7 @@ class ScoreServing:
         ]
         return RerankResponse(
             id=str(uuid.uuid4()),
-            model=self._model,
+            model=served_id(self._model),
             results=results,
             # Over every document: a tie across the top_n cut is still a tie.
             ties=scored.ties,

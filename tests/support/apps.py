@@ -21,8 +21,13 @@ from service.serving.services import Services
 
 
 @asynccontextmanager
-async def app_with_worker(engine: Engine, name: str = "fake-model") -> AsyncIterator[FastAPI]:
-    settings = Settings()
+async def app_with_worker(
+    engine: Engine, name: str = "fake-model", settings: Settings | None = None
+) -> AsyncIterator[FastAPI]:
+    """Given ``settings``, the worker serves under their model name (not ``name``)."""
+    if settings is not None:
+        name = settings.model_name
+    settings = settings or Settings()
     app = create_app(settings, run_worker=False)
     state: AppState = app.state.svc
     queue = LocalQueue(settings.queue)
@@ -39,9 +44,11 @@ async def app_with_worker(engine: Engine, name: str = "fake-model") -> AsyncIter
 
 
 @asynccontextmanager
-async def app_client(engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
+async def app_client(
+    engine: Engine, settings: Settings | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client of :func:`app_with_worker`'s app, over ASGI (no socket)."""
-    async with app_with_worker(engine) as app:
+    async with app_with_worker(engine, settings=settings) as app:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
             yield client

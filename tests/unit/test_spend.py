@@ -15,6 +15,7 @@ from fastapi import Request, Response
 from service.api.deps import AppState
 from service.api.pipeline import JobCall, spent_after_disconnect
 from service.config import Settings
+from service.engine.adapters import AdapterRequests
 from service.engine.vllm_engine import VLLMEngine
 from service.errors import ClientDisconnected, QueueUnavailable
 from service.ops import spend
@@ -71,7 +72,9 @@ class FakeLLM:
         self.hang = hang
         self.aborted: list[str] = []
 
-    def generate(self, prompt: Any, params: Any, request_id: str) -> AsyncIterator[Any]:
+    def generate(
+        self, prompt: Any, params: Any, request_id: str, lora_request: Any = None
+    ) -> AsyncIterator[Any]:
         ids = list(prompt["prompt_token_ids"])
 
         async def stream() -> AsyncIterator[Any]:
@@ -89,6 +92,7 @@ class FakeLLM:
 def _engine(llm: FakeLLM) -> VLLMEngine:
     engine = object.__new__(VLLMEngine)  # no tokenizer needed: only _run is exercised
     engine._llm = llm
+    engine._adapters = AdapterRequests({})
     return engine
 
 

@@ -8,6 +8,7 @@ VerifierError
       +-- BadRequestError        4xx
       |    +-- AuthenticationError      401 unauthorized
       |    +-- NotFoundError            404 not_found
+      |    |    +-- ModelNotFoundError          model_not_found
       |    +-- MethodNotAllowedError    405 method_not_allowed
       |    +-- PayloadTooLargeError     413 payload_too_large
       |    +-- InvalidRequestError      422 invalid_request
@@ -64,6 +65,7 @@ __all__ = [
     "InvalidRequestError",
     "JobFailedError",
     "MethodNotAllowedError",
+    "ModelNotFoundError",
     "NotFoundError",
     "NotReadyError",
     "NotServedByModelError",
@@ -128,6 +130,10 @@ class AuthenticationError(BadRequestError):
 
 
 class NotFoundError(BadRequestError):
+    pass
+
+
+class ModelNotFoundError(NotFoundError):
     pass
 
 
@@ -235,6 +241,7 @@ class DeadlineExceededError(ServerError):
 _BY_TYPE: dict[str, type[APIStatusError]] = {
     "unauthorized": AuthenticationError,
     "not_found": NotFoundError,
+    "model_not_found": ModelNotFoundError,
     "method_not_allowed": MethodNotAllowedError,
     "payload_too_large": PayloadTooLargeError,
     "invalid_request": InvalidRequestError,

@@ -39,6 +39,12 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Model1 = TypeAliasType("Model1", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 class AuditRequest(BaseModel):
     """
     POST /v1/mcq/audit: every item under full vs choices-only x base vs reason.
@@ -66,6 +72,10 @@ class AuditRequest(BaseModel):
     max_eval_tokens: Annotated[MaxEvalTokens1 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
+    """
+    model: Annotated[Model1 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
     """
     perturbations: Annotated[bool, Field(title="Perturbations")] = False
     """
@@ -168,6 +178,12 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Model5 = TypeAliasType("Model5", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 class CaseResult(BaseModel):
     status: Annotated[Literal["passed", "failed", "timeout", "error"], Field(title="Status")]
     stderr_tail: Annotated[str, Field(title="Stderr Tail")] = ""
@@ -221,6 +237,12 @@ class ClassificationData(BaseModel):
     probs: Annotated[list[float], Field(title="Probs")]
 
 
+Model9 = TypeAliasType("Model9", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 class ClassifyRequest(BaseModel):
     """
     POST /classify: one row of class scores per input (a sequence RM's reward).
@@ -248,7 +270,10 @@ class ClassifyRequest(BaseModel):
     One chat, rendered with the model's chat template.
     """
     mm_processor_kwargs: Annotated[dict[str, Any] | None, Field(title="Mm Processor Kwargs")] = None
-    model: Annotated[str | None, Field(title="Model")] = None
+    model: Annotated[Model9 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+    """
     priority: Annotated[int, Field(title="Priority")] = 0
     request_id: Annotated[str | None, Field(title="Request Id")] = None
     truncate_prompt_tokens: Annotated[int | None, Field(title="Truncate Prompt Tokens")] = None
@@ -398,6 +423,12 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Model11 = TypeAliasType("Model11", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 Permutations1 = TypeAliasType("Permutations1", Annotated[int, Field(ge=1, title="Permutations")])
 """
 listwise with permute: cyclic orders read (default: one per response, so every response is shown at every letter once).
@@ -457,6 +488,10 @@ class CompareRequest(BaseModel):
     mode: Annotated[Literal["pairwise", "listwise"], Field(title="Mode")] = "pairwise"
     """
     pairwise: every pair read (in both orders by default); listwise: all responses in one prompt, 'which is best' read over their letters.
+    """
+    model: Annotated[Model11 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
     """
     permutations: Annotated[Permutations1 | None, Field(title="Permutations")] = None
     """
@@ -768,6 +803,12 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Model16 = TypeAliasType("Model16", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 class MCQAnswerRequest(BaseModel):
     """
     POST /v1/mcq/answer.
@@ -790,6 +831,10 @@ class MCQAnswerRequest(BaseModel):
     max_eval_tokens: Annotated[MaxEvalTokens10 | None, Field(title="Max Eval Tokens")] = None
     """
     Refuse (or degrade) when the estimate is above this.
+    """
+    model: Annotated[Model16 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
     """
     options: Annotated[list[str], Field(max_length=10, min_length=2, title="Options")]
     """
@@ -815,6 +860,12 @@ MaxEvalTokens12 = TypeAliasType(
 )
 """
 Refuse (or degrade) when the estimate is above this.
+"""
+
+
+Model19 = TypeAliasType("Model19", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
 """
 
 
@@ -953,6 +1004,10 @@ class ModelCard(BaseModel):
     max_model_len: Annotated[int, Field(title="Max Model Len")]
     object: Annotated[Literal["model"], Field(title="Object")] = "model"
     owned_by: Annotated[str, Field(title="Owned By")] = "verifier-service"
+    parent: Annotated[str | None, Field(title="Parent")] = None
+    """
+    A LoRA adapter: the served model it adapts (its id is '<parent>:<adapter>', the name a request's `model` gives).
+    """
     pooling_task: Annotated[str | None, Field(title="Pooling Task")] = None
     """
     Pooling kinds: classify or token_classify (/pooling's task).
@@ -1152,6 +1207,12 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Model22 = TypeAliasType("Model22", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 Temperature10 = TypeAliasType(
     "Temperature10", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
@@ -1206,6 +1267,10 @@ class OutcomeRequest(BaseModel):
     mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
     """
     direct: read the verdict at once; reasoning: write a rationale first.
+    """
+    model: Annotated[Model22 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
     """
     question: Annotated[str, Field(title="Question")]
     """
@@ -1288,6 +1353,12 @@ class PoolOption(BaseModel):
     text: Annotated[str, Field(title="Text")]
 
 
+Model25 = TypeAliasType("Model25", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 class PoolingRequest(BaseModel):
     """
     POST /pooling: the model's pooling output per input (token rows for a PRM).
@@ -1320,7 +1391,10 @@ class PoolingRequest(BaseModel):
     One chat, rendered with the model's chat template.
     """
     mm_processor_kwargs: Annotated[dict[str, Any] | None, Field(title="Mm Processor Kwargs")] = None
-    model: Annotated[str | None, Field(title="Model")] = None
+    model: Annotated[Model25 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+    """
     priority: Annotated[int, Field(title="Priority")] = 0
     request_id: Annotated[str | None, Field(title="Request Id")] = None
     task: Annotated[
@@ -1403,6 +1477,12 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Model28 = TypeAliasType("Model28", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 Type16 = TypeAliasType("Type16", Annotated[Literal["predicate"], Field(title="Type")])
 
 
@@ -1466,6 +1546,12 @@ Object6 = TypeAliasType("Object6", Annotated[Literal["calibration"], Field(title
 Object7 = TypeAliasType("Object7", Annotated[Literal["list"], Field(title="Object")])
 
 
+Model32 = TypeAliasType("Model32", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 Object8 = TypeAliasType("Object8", Annotated[Literal["calibration"], Field(title="Object")])
 
 
@@ -1474,6 +1560,12 @@ MaxEvalTokens18 = TypeAliasType(
 )
 """
 Refuse (or degrade) when the estimate is above this.
+"""
+
+
+Model35 = TypeAliasType("Model35", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
 """
 
 
@@ -1523,6 +1615,10 @@ class ProcessRequest(BaseModel):
     mode: Annotated[Literal["direct", "reasoning", "single_pass"], Field(title="Mode")] = "direct"
     """
     direct/reasoning: one judgment per step (step k sees steps 1..k-1 as context); single_pass: one prefill with a verdict slot after every step.
+    """
+    model: Annotated[Model35 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
     """
     question: Annotated[str, Field(title="Question")]
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
@@ -1786,6 +1882,12 @@ class RewardModelSpec(BaseModel):
     """
 
 
+Model41 = TypeAliasType("Model41", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 ReasoningTokens16 = TypeAliasType(
     "ReasoningTokens16", Annotated[int, Field(ge=1, title="Reasoning Tokens")]
 )
@@ -1824,6 +1926,10 @@ class RewardRequest(BaseModel):
     """
     Default VERIFIER_REWARD__MODE.
     """
+    model: Annotated[Model41 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+    """
     prompts: Annotated[list[str] | None, Field(title="Prompts")] = None
     """
     The prompts, when sent: a query that starts with its prompt is cut there.
@@ -1849,6 +1955,12 @@ class RewardRequest(BaseModel):
 DeadlineS1 = TypeAliasType("DeadlineS1", Annotated[float, Field(gt=0.0, title="Deadline S")])
 """
 Answer within this many seconds of arrival: what is not decided by then gets `fallback_reward` and `timed_out: true`, and its work is cancelled. Unset: wait for every item (up to VERIFIER_LIMITS__REQUEST_TIMEOUT_S).
+"""
+
+
+Model43 = TypeAliasType("Model43", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
 """
 
 
@@ -2057,6 +2169,12 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Model46 = TypeAliasType("Model46", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 Temperature18 = TypeAliasType(
     "Temperature18", Annotated[float, Field(ge=0.0, le=2.0, title="Temperature")]
 )
@@ -2129,6 +2247,10 @@ class ScoreRequest(BaseModel):
     mode: Annotated[Literal["direct", "reasoning", "single_pass"], Field(title="Mode")] = "direct"
     """
     Judging mode; with single_pass the outcome part runs direct.
+    """
+    model: Annotated[Model46 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
     """
     question: Annotated[str, Field(title="Question")]
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256
@@ -2242,6 +2364,12 @@ Refuse (or degrade) when the estimate is above this.
 """
 
 
+Model49 = TypeAliasType("Model49", Annotated[str, Field(max_length=256, title="Model")])
+"""
+Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+"""
+
+
 class SplitRequest(BaseModel):
     """
     POST /v1/split.
@@ -2262,6 +2390,10 @@ class SplitRequest(BaseModel):
     method: Annotated[Literal["heuristic", "model", "auto"], Field(title="Method")] = "heuristic"
     """
     heuristic: blank lines and numbered steps; model: the model marks steps with [SPLIT] (checked against the original, else heuristic); auto: model only when the heuristic finds no structure.
+    """
+    model: Annotated[Model49 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
     """
     response: Annotated[str, Field(title="Response")]
 
@@ -2477,6 +2609,10 @@ class CalibrationRequest(BaseModel):
         Literal["popdebias", "popdebias_binned", "pride", "contextual"],
         Field(title="Method"),
     ]
+    model: Annotated[Model5 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+    """
     name: Annotated[str, Field(max_length=200, title="Name")] = ""
     phi: Annotated[Literal["pop", "log"], Field(title="Phi")] = "pop"
 
@@ -2791,6 +2927,10 @@ class MCQBatchRequest(BaseModel):
     """
     Refuse (or degrade) when the estimate is above this.
     """
+    model: Annotated[Model19 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+    """
     phi: Annotated[Literal["pop", "log"], Field(title="Phi")] = "pop"
     """
     PopDebias phi(pop): pop or log(pop).
@@ -2942,6 +3082,10 @@ class PopMCQRequest(BaseModel):
         list[Literal["none", "popdebias", "pride", "contextual"]],
         Field(min_length=1, title="Methods"),
     ] = ["none", "popdebias", "pride", "contextual"]
+    model: Annotated[Model28 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
+    """
     open_recall: Annotated[bool, Field(title="Open Recall")] = False
     """
     First ask every question without options (free form, greedy) and mark it known when the answer or an alias appears in the reply and no wrong candidate does (docs/methods.md B.8); table_known repeats the table on the known questions.
@@ -3203,9 +3347,9 @@ class RewardsRequest(BaseModel):
     """
     How model-read specs judge; default VERIFIER_REWARD__MODE.
     """
-    model: Annotated[str | None, Field(title="Model")] = None
+    model: Annotated[Model43 | None, Field(title="Model")] = None
     """
-    Accepted; the served model answers.
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
     """
     reasoning_tokens: Annotated[ReasoningTokens18 | None, Field(title="Reasoning Tokens")] = None
     """
@@ -3392,9 +3536,9 @@ class DecisionRequest(BaseModel):
     """
     Extension. direct: read each question's labels at once; reasoning: the model first thinks within reasoning_tokens, then its labels are read after 'Answer:' (docs/methods.md F.5).
     """
-    model: Annotated[str, Field(title="Model")]
+    model: Annotated[str, Field(max_length=256, title="Model")]
     """
-    Accepted as sent; the served model answers.
+    Any name without ':': the served model answers. '<served name>:<adapter>': that LoRA adapter of it; another name with ':' is a 404 model_not_found.
     """
     permutations: Annotated[int, Field(ge=1, le=26, title="Permutations")] = 1
     """
@@ -3497,6 +3641,10 @@ class ProbabilityCalibrationRequest(BaseModel):
     mode: Annotated[Literal["direct", "reasoning"], Field(title="Mode")] = "direct"
     """
     The judging mode the calibration is fitted and used in.
+    """
+    model: Annotated[Model32 | None, Field(title="Model")] = None
+    """
+    Unset or any name without ':': the served model. '<served name>:<adapter>': that LoRA adapter of it (/v1/models lists them); another name with ':' is a 404 model_not_found.
     """
     name: Annotated[str, Field(max_length=200, title="Name")] = ""
     reasoning_tokens: Annotated[int, Field(ge=1, title="Reasoning Tokens")] = 256

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request, Response
 
 from service.api.deps import StateDep, tenant_name
 from service.api.errors import ERRORS, NOT_FOUND
-from service.api.pipeline import JobDep
+from service.api.pipeline import JobDep, served_ids
 from service.errors import CalibrationMismatch, NotFound
 from service.protocol.calibrate import (
     CalibrationDefault,
@@ -64,7 +64,9 @@ async def set_default(
     cal = await state.probability_calibrations.get(tenant, body.calibration_id)
     if cal is None:
         raise _missing(body.calibration_id)
-    why = mismatch(cal, target, cal.mode, state.settings.model_name)
+    # a calibration of the served model or of one of its adapters (each fits its own requests)
+    model = cal.model if cal.model in served_ids(state.settings) else state.settings.model_name
+    why = mismatch(cal, target, cal.mode, model)
     if why is not None:
         raise CalibrationMismatch(why)
     await state.probability_calibrations.set_default(tenant, target, cal.id)

@@ -43,4 +43,8 @@ async def models(state: StateDep) -> ModelList:
         card.pooling_task, card.step_tag = info.pooling_task, info.step_tag
         if state.services.code.enabled:
             card.code_languages = sorted(state.services.code.sandbox().languages)
-    return ModelList(data=[card])
+    adapters = [
+        card.model_copy(update={"id": f"{card.id}:{name}", "root": folder, "parent": card.id})
+        for name, folder in sorted(s.engine.lora_adapters.items())
+    ]
+    return ModelList(data=[card, *adapters])

@@ -24,7 +24,7 @@ router = APIRouter(prefix="/v1/judge", tags=["judge"], responses=ERRORS)
 async def judge_outcome(req: OutcomeRequest, job: JobDep) -> Metered:
     """Score P(correct) of one response to one question (docs/methods.md A.2), through a
     probability calibration when one applies (docs/methods.md J)."""
-    cal = await job.probability_calibration(req.calibration_id, "outcome", req.mode)
+    cal = await job.probability_calibration(req.model, req.calibration_id, "outcome", req.mode)
     resp = await job.run("outcome", req)
     assert isinstance(resp, OutcomeResponse)  # the outcome job's response model
     return calibrated.outcome(resp, cal)
@@ -42,13 +42,15 @@ async def judge_compare(req: CompareRequest, job: JobDep) -> Metered:
     (docs/methods.md H); pairwise preferences through a probability calibration when one
     applies (docs/methods.md J.5)."""
     if not is_probability_calibration(req.calibration_id):
-        await job.check_calibration(req.calibration_id, "pride", [len(req.responses)])
+        await job.check_calibration(req.model, req.calibration_id, "pride", [len(req.responses)])
         cal = None
         if req.resolved_debias() == "swap":  # the tenant's default maps swap reads only
-            cal = await job.probability_calibration(None, "compare", _judge_mode(req))
+            cal = await job.probability_calibration(req.model, None, "compare", _judge_mode(req))
         resp = await job.run("compare", req)
     else:
-        cal = await job.probability_calibration(req.calibration_id, "compare", _judge_mode(req))
+        cal = await job.probability_calibration(
+            req.model, req.calibration_id, "compare", _judge_mode(req)
+        )
         # the job reads raw: the calibration is applied here, after it
         resp = await job.run("compare", req.model_copy(update={"calibration_id": None}))
     assert isinstance(resp, CompareResponse)  # the compare job's response model

@@ -29,8 +29,10 @@ router = APIRouter(prefix="/v1/mcq", tags=["mcq"], responses=ERRORS)
 async def answer(req: MCQAnswerRequest, job: JobDep) -> Metered:
     """The option the model believes, raw and debiased probabilities (docs/methods.md B.4-B.7),
     through a probability calibration when one applies (docs/methods.md J.7)."""
-    await job.check_calibration(req.prior_id, req.debias, [req.k])
-    cal = await job.probability_calibration(req.probability_calibration_id, "mcq", "direct")
+    await job.check_calibration(req.model, req.prior_id, req.debias, [req.k])
+    cal = await job.probability_calibration(
+        req.model, req.probability_calibration_id, "mcq", "direct"
+    )
     # the job reads raw (a debiasing calibration, if any, is its own): the map applies after it
     resp = await job.run("mcq_answer", req.model_copy(update={"calibration_id": req.prior_id}))
     assert isinstance(resp, MCQAnswerResponse)  # the mcq_answer job's response model
@@ -40,8 +42,10 @@ async def answer(req: MCQAnswerRequest, job: JobDep) -> Metered:
 @router.post("/answer/batch", response_model=MCQBatchResponse)
 async def answer_batch(req: MCQBatchRequest, job: JobDep) -> Metered:
     """Many items in one request, scored in one engine batch."""
-    await job.check_calibration(req.prior_id, req.debias, [it.k for it in req.items])
-    cal = await job.probability_calibration(req.probability_calibration_id, "mcq", "direct")
+    await job.check_calibration(req.model, req.prior_id, req.debias, [it.k for it in req.items])
+    cal = await job.probability_calibration(
+        req.model, req.probability_calibration_id, "mcq", "direct"
+    )
     resp = await job.run("mcq_batch", req.model_copy(update={"calibration_id": req.prior_id}))
     assert isinstance(resp, MCQBatchResponse)  # the mcq_batch job's response model
     return calibrated.mcq_batch(resp, cal)

@@ -20,10 +20,12 @@ async def rerank(req: RerankRequest, job: JobDep) -> Metered:
     through a probability calibration when one applies (docs/methods.md J)."""
     cal = None
     if req.method == "compare":
-        await job.check_calibration(req.compare_spec().calibration_id, "pride", [len(req.texts())])
+        await job.check_calibration(
+            req.model, req.compare_spec().calibration_id, "pride", [len(req.texts())]
+        )
     elif req.method == "outcome":
         mode = calibrated.outcome_mode(req.mode)
-        cal = await job.probability_calibration(req.calibration_id, "outcome", mode)
+        cal = await job.probability_calibration(req.model, req.calibration_id, "outcome", mode)
     # The three paths are one endpoint: one metric label, as before they shared this body.
     resp = await job.run("rerank", req, endpoint="/v1/rerank")
     assert isinstance(resp, RerankResponse)  # the rerank job's response model

@@ -28,7 +28,7 @@ async def get_reward(req: RewardRequest, job: JobDep) -> Metered:
     cal = None
     if req.method == "outcome":
         mode = req.mode or job.state.settings.reward.mode
-        cal = await job.probability_calibration(req.calibration_id, "outcome", mode)
+        cal = await job.probability_calibration(req.model, req.calibration_id, "outcome", mode)
     async with job.reward_slots(len(req.query)):
         resp = await job.run("reward", req)
     assert isinstance(resp, RewardResponse)  # the reward job's response model

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from service.api.errors import ERRORS
-from service.api.pipeline import JobDep
+from service.api.pipeline import JobDep, served_model
 from service.errors import DeadlineExceeded, InvalidRequest
 from service.protocol import Metered
 from service.protocol.reward_results import RewardResult, RewardsResponse, all_fallback
@@ -45,7 +45,7 @@ async def rewards(req: RewardsRequest, job: JobDep) -> Metered:
         if req.deadline_s is None:
             raise
         # No worker answered in time (a long queue, no worker): every item is the fallback.
-        return all_fallback(req, job.state.settings.model_name)
+        return all_fallback(req, served_model(job.state.settings, req.model))
 
 
 def _one(make: Callable[[], RewardItem]) -> RewardsRequest:

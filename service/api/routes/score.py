@@ -19,11 +19,11 @@ async def score(req: ScoreRequest, job: JobDep) -> Metered:
     cal = None
     if req.method == "compare":
         await job.check_calibration(
-            req.compare_spec().calibration_id, "pride", [len(req.responses)]
+            req.model, req.compare_spec().calibration_id, "pride", [len(req.responses)]
         )
     elif req.method == "outcome":
         mode = calibrated.outcome_mode(req.mode)
-        cal = await job.probability_calibration(req.calibration_id, "outcome", mode)
+        cal = await job.probability_calibration(req.model, req.calibration_id, "outcome", mode)
     resp = await job.run("score", req)
     assert isinstance(resp, ScoreResponse)  # the score job's response model
     return calibrated.score(resp, cal)

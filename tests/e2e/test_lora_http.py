@@ -1,0 +1,142 @@
+"""LoRA adapters per request on real vLLM, through a real server.
+
+One server serves the default model with one adapter built here with peft from random weights
+(``tests.support.lora``). Each judgment read under the adapter is checked against a PyTorch
+forward pass of the base with the adapter merged, and the base's against the base's, in one
+engine batch holding both. The server runs float32 like the reference: vLLM's CPU kernels and
+torch's differ by float32 rounding (the pooling tests' bound, 5e-3, holds).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from loadtests.harness import ROOT, ServerProcess, free_port, verifier
+from service.scoring.prompts import direct_prompt_ids, outcome_prompt, token_variants
+from tests.support.lora import NextToken, build_adapter
+
+TOL = 5e-3
+PAIRS = [
+    ("Tom has 3 apples and buys 2 more. How many apples does he have?", "He has 5 apples."),
+    ("What is 7 times 6?", "7 times 6 is 48."),
+]
+BASE = "SmolLM2-135M-Instruct"
+ADAPTED = f"{BASE}:rand"
+
+
+@pytest.fixture(scope="module")
+def adapter(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_adapter(model_dir, tmp_path_factory.mktemp("lora") / "rand")
+
+
+@pytest.fixture(scope="module")
+def url(adapter: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "VERIFIER_HOST": "127.0.0.1",
+        "VERIFIER_PORT": str(port),
+        "VERIFIER_ENGINE__DTYPE": "float32",
+        "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
+        "VERIFIER_ENGINE__MAX_MODEL_LEN": "2048",
+        "VERIFIER_ENGINE__LORA_ADAPTERS": f'{{"rand": "{adapter}"}}',
+    }
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("lora-server") / "serve.log"
+    proc = ServerProcess(verifier("serve"), env=env, log=log, probe=base + "/ready", cwd=ROOT)
+    proc.start()
+    try:
+        proc.wait_ready()
+        yield base
+    finally:
+        proc.stop()
+
+
+def judge(url: str, question: str, response: str, model: str | None) -> dict[str, Any]:
+    body = {"question": question, "response": response, "cache": False}
+    if model is not None:
+        body["model"] = model
+    r = httpx.post(url + "/v1/judge/outcome", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def pair_logit(logp: list[float], pos: list[int], neg: list[int]) -> float:
+    def lse(ids: list[int]) -> float:
+        top = max(logp[i] for i in ids)
+        return top + math.log(sum(math.exp(logp[i] - top) for i in ids))
+
+    return lse(pos) - lse(neg)
+
+
+def test_the_adapter_is_listed_under_its_parent(url: str, adapter: Path) -> None:
+    cards = httpx.get(url + "/v1/models").json()["data"]
+    assert [(c["id"], c["parent"]) for c in cards] == [(BASE, None), (ADAPTED, BASE)]
+    assert cards[1]["root"] == str(adapter)
+
+
+def test_adapter_reads_are_the_merged_weights_forward_pass(
+    url: str, adapter: Path, model_dir: Path, tokenizer: Any
+) -> None:
+    jobs = [(q, r, m) for q, r in PAIRS for m in (None, ADAPTED)]
+    with ThreadPoolExecutor(len(jobs)) as pool:  # one engine batch holds base and adapter rows
+        answers = list(pool.map(lambda j: judge(url, *j), jobs))
+    refs = {None: NextToken(model_dir), ADAPTED: NextToken(model_dir, adapter)}
+    pos, neg = token_variants(tokenizer, "1"), token_variants(tokenizer, "0")
+    for (question, response, model), answer in zip(jobs, answers, strict=True):
+        assert answer["model"] == (model or BASE)
+        ids = direct_prompt_ids(outcome_prompt(tokenizer, question, response, reasoning=False))
+        expected = pair_logit(refs[model].logprobs(ids), pos, neg)
+        assert answer["logit"] == pytest.approx(expected, abs=TOL), (model, question)
+    for i in range(0, len(answers), 2):  # the adapter changes the read
+        assert abs(answers[i]["logit"] - answers[i + 1]["logit"]) > 20 * TOL
+
+
+def test_a_cached_base_answer_never_answers_the_adapter(url: str) -> None:
+    question, response = PAIRS[0]
+    body = {"question": question + " (cache)", "response": response}
+    first = httpx.post(url + "/v1/judge/outcome", json=body, timeout=300).json()
+    adapted = httpx.post(
+        url + "/v1/judge/outcome", json={**body, "model": ADAPTED}, timeout=300
+    ).json()
+    again = httpx.post(url + "/v1/judge/outcome", json=body, timeout=300).json()
+    assert again["logit"] == first["logit"]
+    assert again["usage"]["cached_judgments"] == 1
+    assert abs(adapted["logit"] - first["logit"]) > 20 * TOL
+
+
+def test_an_unknown_adapter_is_a_404_naming_what_is_served(url: str) -> None:
+    r = httpx.post(
+        url + "/v1/judge/outcome",
+        json={"question": "q", "response": "r", "model": f"{BASE}:nope"},
+        timeout=60,
+    )
+    assert r.status_code == 404, r.text
+    error = r.json()["error"]
+    assert error["type"] == "model_not_found"
+    assert ADAPTED in error["message"]
+
+
+def test_a_reasoning_judgment_runs_under_the_adapter(url: str) -> None:
+    question, response = PAIRS[1]
+    body = {"question": question, "response": response, "mode": "reasoning"}
+    r = httpx.post(
+        url + "/v1/judge/outcome",
+        json={**body, "model": ADAPTED, "reasoning_tokens": 24, "return_rationale": True},
+        timeout=300,
+    )
+    assert r.status_code == 200, r.text
+    b = r.json()
+    assert b["model"] == ADAPTED
+    assert math.isfinite(b["logit"])
+    assert isinstance(b["rationale"], str)
+    # the rationale, plus the forced verdict line when one request read it
+    assert 0 < b["usage"]["generated_tokens"] <= 24 + 8
