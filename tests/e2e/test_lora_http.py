@@ -140,3 +140,22 @@ def test_a_reasoning_judgment_runs_under_the_adapter(url: str) -> None:
     assert isinstance(b["rationale"], str)
     # the rationale, plus the forced verdict line when one request read it
     assert 0 < b["usage"]["generated_tokens"] <= 24 + 8
+
+
+def test_a_calibration_fitted_through_the_adapter_serves_the_adapter_only(url: str) -> None:
+    examples = [
+        {"question": f"What is {n} + {n}?", "response": f"{n + n + k}", "label": int(k == 0)}
+        for n in range(5)
+        for k in (0, 1)
+    ]
+    body = {"target": "outcome", "examples": examples, "model": ADAPTED}
+    fitted = httpx.post(url + "/v1/calibrations", json=body, timeout=600)
+    assert fitted.status_code == 200, fitted.text
+    assert fitted.json()["model"] == ADAPTED
+    cal = {"question": "What is 9 + 9?", "response": "18", "calibration_id": fitted.json()["id"]}
+    mapped = httpx.post(url + "/v1/judge/outcome", json={**cal, "model": ADAPTED}, timeout=300)
+    assert mapped.status_code == 200, mapped.text
+    assert mapped.json()["calibration"] is not None
+    refused = httpx.post(url + "/v1/judge/outcome", json=cal, timeout=300)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["type"] == "calibration_mismatch"
