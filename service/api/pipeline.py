@@ -34,7 +34,7 @@ from service.errors import (
 )
 from service.kinds import JobKind
 from service.protocol import BudgetInfo, Metered
-from service.protocol.base import adapter_of
+from service.protocol.base import adapter_id, adapter_of
 from service.protocol.calibrate import ProbabilityCalibration
 from service.protocol.jobs import JOBS
 from service.queue.base import Job, JobQueue, new_job_id
@@ -103,7 +103,7 @@ def served_model(settings: Settings, model: str | None) -> str:
 def served_ids(settings: Settings) -> list[str]:
     """The served model's id, then its adapters' ('<served>:<adapter>')."""
     base = settings.model_name
-    return [base, *(f"{base}:{name}" for name in sorted(settings.engine.lora_adapters))]
+    return [base, *(adapter_id(base, name) for name in sorted(settings.engine.lora_adapters))]
 
 
 def _endpoint(request: Request) -> str:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from service.protocol.base import adapter_id
+
 current_adapter: ContextVar[str | None] = ContextVar("current_adapter", default=None)
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -23,8 +25,7 @@ ADAPTER_CONFIG = "adapter_config.json"
 
 def served_id(base: str) -> str:
     """The running job's model id: ``base``, or '<base>:<adapter>' under an adapter."""
-    adapter = current_adapter.get()
-    return base if adapter is None else f"{base}:{adapter}"
+    return adapter_id(base, current_adapter.get())
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,12 @@ def adapter_of(model: str | None) -> str | None:
     return model.split(":", 1)[1]
 
 
+def adapter_id(served: str, adapter: str | None) -> str:
+    """The id of ``adapter`` of the model served as ``served`` (``served`` itself for None):
+    what /v1/models lists and answers echo, the inverse of :func:`adapter_of`."""
+    return served if adapter is None else f"{served}:{adapter}"
+
+
 class ModelChoice(ServiceModel):
     """The OpenAI-style ``model`` field every judging request takes."""
 

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from service.api.deps import StateDep
 from service.api.errors import UNAUTHORIZED
 from service.protocol import ModelCard, ModelList, Readiness
+from service.protocol.base import adapter_id
 
 router = APIRouter(tags=["health"])
 
@@ -44,7 +45,7 @@ async def models(state: StateDep) -> ModelList:
         if state.services.code.enabled:
             card.code_languages = sorted(state.services.code.sandbox().languages)
     adapters = [
-        card.model_copy(update={"id": f"{card.id}:{name}", "root": folder, "parent": card.id})
+        card.model_copy(update={"id": adapter_id(card.id, name), "root": folder, "parent": card.id})
         for name, folder in sorted(s.engine.lora_adapters.items())
     ]
     return ModelList(data=[card, *adapters])
