@@ -10,7 +10,9 @@ from pathlib import Path
 from loadtests.bench import Record
 
 ROOT = Path(__file__).resolve().parents[2]
-ROW = re.compile(r"^\|.*`verifier bench ([a-z-]+)[^`]*`.*\]\((loadtests/results/[^)]+\.json)\)")
+ROW = re.compile(r"^\|.*`verifier bench ([a-z-]+)[^`]*`")
+# A row may link one record per dtype or machine.
+LINK = re.compile(r"\]\((loadtests/results/[^)]+\.json)\)")
 
 
 def _linked() -> list[tuple[str, Path]]:
@@ -18,7 +20,8 @@ def _linked() -> list[tuple[str, Path]]:
     for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
         m = ROW.match(line)
         if m:
-            rows.append((m.group(1).replace("-", "_"), ROOT / m.group(2)))
+            name = m.group(1).replace("-", "_")
+            rows.extend((name, ROOT / path) for path in LINK.findall(line))
     return rows
 
 
