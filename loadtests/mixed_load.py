@@ -5,12 +5,15 @@ sends `cache: false`, so every judgment is scored afresh), on each server in tur
 
 1. warm-up, not measured: 4 sequential direct judgments, then one reasoning judgment per
    reasoning client, all at once (pairs of other questions);
-2. idle: 1 client sends 20 sequential direct judgments, pausing 0.5 s between them;
+2. idle: 1 client sends 40 sequential direct judgments, pausing 0.5 s between them;
 3. loaded: 8 closed-loop clients send reasoning judgments (`mode: reasoning`,
    `reasoning_tokens: 96` unless --reasoning-tokens says otherwise, greedy); after a 5 s
-   ramp, 1 client sends 20 sequential direct judgments on other pairs, pausing 0.5 s between
+   ramp, 1 client sends 40 sequential direct judgments on other pairs, pausing 0.5 s between
    them. Reasoning throughput is the number of reasoning judgments that finished between the
-   first direct send and the last direct answer, divided by that window.
+   first direct send and the last direct answer, divided by that window. The reasoning pairs
+   come from 800 questions (--reasoning-questions) and none is judged twice in a run: a repeat
+   would be read from the prefix cache, so a faster server would earn cheaper judgments (the
+   run reports any repeat).
 
 A run measures this service first, then vLLM's own OpenAI server (`python -m
 vllm.entrypoints.openai.api_server`, built with the in-process engine's settings:
@@ -26,10 +29,13 @@ before the clock starts:
   less the one verdict token.
 
 Reported per server: direct p50 idle and loaded, reasoning judgments/s over the window, mean
-rationale tokens and mean engine calls per reasoning judgment (the service's `usage`); per
-run the ratios ours / vLLM of reasoning judgments/s (target >= 0.95) and of the loaded direct
-p50 (target <= 1.25), then the median of each ratio over the runs. All of it is written to
-out/bench/mixed_load.json (mixed_load.smoke.json with --smoke), also when a run fails.
+rationale tokens and mean engine calls per reasoning judgment (the service's `usage`), and what
+vLLM's engine did in the window, read from its own counters on each server's /metrics: engine
+steps/s, tokens per step, generated tokens per step (about the requests decoding in a step),
+generated and computed prompt tokens/s, engine requests/s. Per run, the ratios ours / vLLM of
+reasoning judgments/s (target >= 0.95) and of the loaded direct p50 (target <= 1.25), then the
+median of each ratio over the runs. All of it is written to out/bench/mixed_load.json
+(mixed_load.smoke.json with --smoke), also when a run fails.
 
     verifier bench mixed-load                  # 3 runs of both servers, median ratios
     verifier bench mixed-load --runs 1
@@ -48,7 +54,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Final
 
-from loadtests import bench, harness, phases
+import httpx
+
+from loadtests import bench, harness, metrics_text, phases
 from loadtests.workload import Pair, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
@@ -56,7 +64,11 @@ from service.engine.vllm_engine import configure_vllm_env
 from service.scoring import prompts
 
 NAME: Final = "mixed_load"
+# Warm-up questions start here; the measured ones are below it.
+WARM_OFFSET: Final = 1000
 REASONING_TOKENS: Final = 96
+# 3,200 reasoning pairs: more than 8 judgments/s for the longest windows run here.
+REASONING_QUESTIONS: Final = 800
 # ours-2req: the service with engine.one_call_reasoning off (a second request reads each
 # reasoning verdict), for the one-request path's own effect.
 SERVERS: Final = (
@@ -74,6 +86,7 @@ SMOKE: Final = {
     "ramp_s": 1.0,
     "warm_direct": 1,
     "reasoning_tokens": 16,
+    "reasoning_questions": 8,
 }
 
 
@@ -87,6 +100,7 @@ class Plan:
     ramp_s: float  # the reasoning clients fill the engine before the window opens
     warm_direct: int
     reasoning_tokens: int  # the service's rationale budget
+    reasoning_questions: int  # the reasoning clients' pairs: 4 a question, none repeated
 
 
 @dataclass(frozen=True)
@@ -105,6 +119,52 @@ class Reasoned:
 
 Direct = Callable[[Pair], Awaitable[None]]
 Reason = Callable[[Pair], Awaitable[Reasoned]]
+Scrape = Callable[[], Awaitable[str]]  # the server's /metrics page
+
+# vLLM's own counters, on both servers' /metrics (the service shows its in-process engine's):
+# what the engine did in the window, apart from what the clients saw.
+ENGINE_COUNTERS: Final = {
+    "steps": "vllm:iteration_tokens_total_count",  # one observation per engine step
+    "step_tokens": "vllm:iteration_tokens_total_sum",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "cached_prompt_tokens": "vllm:prompt_tokens_cached_total",
+    "generation_tokens": "vllm:generation_tokens_total",
+    "requests": "vllm:request_success_total",
+}
+SCRAPE_TIMEOUT_S: Final = 5.0
+
+
+class EngineWindow:
+    """vLLM's counters at the window's two ends: engine steps/s and what a step held.
+    (vLLM's running-requests gauge is not used: under its own server it read 1-2 while every
+    step generated for 7-8 requests.)"""
+
+    def __init__(self, scrape: Scrape) -> None:
+        self._scrape = scrape
+        self._start: dict[str, float] = {}
+
+    async def _counts(self) -> dict[str, float]:
+        text = await asyncio.wait_for(self._scrape(), SCRAPE_TIMEOUT_S)
+        return {k: metrics_text.sample_sum(text, n) for k, n in ENGINE_COUNTERS.items()}
+
+    async def open(self) -> None:
+        self._start = await self._counts()
+
+    async def close(self, window_s: float) -> dict[str, Any]:
+        end = await self._counts()
+        d = {k: end[k] - self._start[k] for k in ENGINE_COUNTERS}
+        steps = max(d["steps"], 1.0)
+        return {
+            "steps_per_s": d["steps"] / window_s,
+            "tokens_per_step": d["step_tokens"] / steps,
+            # about the requests decoding in a step: how full the batch was kept
+            "generation_tokens_per_step": d["generation_tokens"] / steps,
+            "generation_tokens_per_s": d["generation_tokens"] / window_s,
+            "computed_prompt_tokens_per_s": (d["prompt_tokens"] - d["cached_prompt_tokens"])
+            / window_s,
+            "engine_requests_per_s": d["requests"] / window_s,
+            "counts": d,
+        }
 
 
 async def spaced(
@@ -129,7 +189,9 @@ async def warm_up(direct: Direct, reason: Reason, plan: Plan, work: Work) -> Non
     await asyncio.gather(*(reason(p) for p in work.warm[: plan.reasoning_clients]))
 
 
-async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dict[str, Any]:
+async def measure(
+    direct: Direct, reason: Reason, plan: Plan, work: Work, scrape: Scrape
+) -> dict[str, Any]:
     began = time.perf_counter()
     await warm_up(direct, reason, plan, work)
     idle, _, _ = await spaced(direct, work.idle, plan.direct_gap_s)
@@ -142,11 +204,17 @@ async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dic
             result = await reason(work.reason[i % len(work.reason)])
             done.append((time.perf_counter(), result))
             i += plan.reasoning_clients
+        sent[k] = i // plan.reasoning_clients  # pairs this client sent (k, k + clients, ...)
+
+    sent = [0] * plan.reasoning_clients
 
     clients = [asyncio.create_task(reasoner(k)) for k in range(plan.reasoning_clients)]
     try:
         await asyncio.sleep(plan.ramp_s)
+        engine = EngineWindow(scrape)
+        await engine.open()
         loaded, start, end = await spaced(direct, work.loaded, plan.direct_gap_s)
+        engine_window = await engine.close(end - start)
         stop.set()
         await asyncio.gather(*clients)  # each finishes the judgment it is in
     finally:
@@ -162,9 +230,12 @@ async def measure(direct: Direct, reason: Reason, plan: Plan, work: Work) -> dic
         "reasoning_done_in_window": len(in_window),
         "window_s": window_s,
         "reasoning_done": len(done),  # after the warm-up: ramp, window and the tail
+        # judgments of a pair judged before in the run (prefix-cached): 0 unless too few pairs
+        "reasoning_repeats": max(0, sum(sent) - len(work.reason)),
         "mean_rationale_tokens": statistics.fmean(r.rationale_tokens for _, r in done),
         "mean_engine_calls_per_reasoning": statistics.fmean(r.engine_calls for _, r in done),
         "measure_s": time.perf_counter() - began,  # warm-up to the end, server start not in it
+        "engine": engine_window,
     }
 
 
@@ -193,7 +264,16 @@ async def run_ours(
                 # generated_tokens counts the rationale and the one verdict token
                 return Reasoned(int(usage["generated_tokens"]) - 1, int(usage["engine_calls"]))
 
-            return await measure(direct, reason, plan, work)
+            return await measure(direct, reason, plan, work, scrape_with(client))
+
+
+def scrape_with(client: httpx.AsyncClient) -> Scrape:
+    async def scrape() -> str:
+        r = await client.get("/metrics")
+        r.raise_for_status()
+        return r.text
+
+    return scrape
 
 
 class VLLMPrompts:
@@ -229,7 +309,7 @@ async def run_vllm(
                 await phases.verdict(client, prompt, ids.labels)
                 return Reasoned(len(rationale), 2)
 
-            return await measure(direct, reason, plan, work)
+            return await measure(direct, reason, plan, work, scrape_with(client))
 
 
 def ratio(ours: float, vllm: float) -> float | None:
@@ -263,6 +343,24 @@ def print_run(k: int, runs: int, result: dict[str, Any], plan: Plan) -> None:
                 f"{r['reasoning_per_s']:12.2f} {r['reasoning_done_in_window']:10d} "
                 f"{r['mean_rationale_tokens']:14.1f} {r['mean_engine_calls_per_reasoning']:13.2f} "
                 f"{r['measure_s']:11.1f}"
+            )
+    print(
+        f"  {'engine':<10} {'steps/s':>8} {'tok/step':>9} {'gen/step':>9} {'gen tok/s':>10} "
+        f"{'new prompt tok/s':>17} {'requests/s':>11}"
+    )
+    for name in SERVERS:
+        if name in result:
+            e = result[name]["engine"]
+            print(
+                f"  {name:<10} {e['steps_per_s']:8.2f} {e['tokens_per_step']:9.1f} "
+                f"{e['generation_tokens_per_step']:9.2f} {e['generation_tokens_per_s']:10.1f} "
+                f"{e['computed_prompt_tokens_per_s']:17.1f} {e['engine_requests_per_s']:11.2f}"
+            )
+    for name in SERVERS:
+        if result.get(name, {}).get("reasoning_repeats"):
+            print(
+                f"  {name}: {result[name]['reasoning_repeats']} reasoning judgments repeated a "
+                "pair (prefix-cached): raise --reasoning-questions"
             )
     if "vllm_rationale_tokens" in result:
         print(
@@ -301,17 +399,20 @@ def print_summary(runs: list[dict[str, Any]]) -> None:
 
 
 def workload(settings: Settings, plan: Plan) -> Work:
-    """Idle, loaded and reasoning pairs apart (at least 120 reasoning pairs, 4 a question),
-    the warm-up on questions from 1000 on."""
-    questions = math.ceil((2 * plan.direct + 120) / 4)
-    pairs = load_pairs(settings, questions)
+    """Idle and loaded pairs apart, then ``plan.reasoning_questions`` questions (4 pairs each)
+    for the reasoning clients, the warm-up on questions from ``WARM_OFFSET`` on. A reasoning
+    pair judged twice would be read from the prefix cache the second time, so a faster server
+    would earn cheaper judgments: there are enough pairs that none repeats in a run, and the
+    run counts any that do."""
+    direct_questions = math.ceil(2 * plan.direct / 4)
+    pairs = load_pairs(settings, direct_questions + plan.reasoning_questions)
     d = plan.direct
     warm_questions = math.ceil(max(plan.warm_direct, plan.reasoning_clients) / 4)
     return Work(
-        warm=load_pairs(settings, warm_questions, offset=1000),
+        warm=load_pairs(settings, warm_questions, offset=WARM_OFFSET),
         idle=pairs[:d],
         loaded=pairs[d : 2 * d],
-        reason=pairs[2 * d :],
+        reason=pairs[4 * direct_questions :],
     )
 
 
@@ -326,10 +427,18 @@ def parse_args() -> argparse.Namespace:
         "--url", help="a running service for ours (not ours-2req); none: start one per run here"
     )
     ap.add_argument("--reasoning-clients", type=int, default=8)
-    ap.add_argument("--direct", type=int, default=20, help="sequential direct judgments")
+    # 40: a window of 30-50 s on a 2-core CPU, about 80-130 reasoning judgments in it
+    ap.add_argument("--direct", type=int, default=40, help="sequential direct judgments")
     ap.add_argument("--direct-gap-s", type=float, default=0.5, help="pause between them")
     ap.add_argument("--ramp-s", type=float, default=5.0, help="reasoning alone before the window")
     ap.add_argument("--warm-direct", type=int, default=4, help="direct warm-up judgments")
+    ap.add_argument(
+        "--reasoning-questions",
+        type=int,
+        default=REASONING_QUESTIONS,
+        help=f"GSM8K questions (4 pairs each) the reasoning clients judge, each pair once while "
+        f"they last (default {REASONING_QUESTIONS})",
+    )
     ap.add_argument(
         "--reasoning-tokens",
         type=int,
@@ -346,6 +455,8 @@ def parse_args() -> argparse.Namespace:
     args = ap.parse()
     if args.runs < 1:
         ap.error("--runs: at least 1")
+    if math.ceil(2 * args.direct / 4) + args.reasoning_questions > WARM_OFFSET:
+        ap.error(f"--direct and --reasoning-questions: more than {WARM_OFFSET} questions")
     servers = set(args.servers.split(","))
     if not servers or not servers <= set(SERVERS):
         ap.error(f"--servers: {args.servers!r}: a comma list of {', '.join(SERVERS)}")

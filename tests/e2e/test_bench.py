@@ -294,10 +294,22 @@ def check_precision(result: dict[str, Any], stdout: str, out: Path) -> None:
 
 
 # module -> the further checks of its smoke record's results, its stdout and its --out folder
+def check_mixed_load(result: dict[str, Any], stdout: str, out: Path) -> None:
+    run = result["runs"][0]
+    for name in ("ours", "vllm"):
+        assert run[name]["reasoning_repeats"] == 0  # every reasoning pair judged once
+        counts = run[name]["engine"]["counts"]  # vLLM's own counters over the window
+        assert counts["steps"] > 0, counts
+        assert counts["generation_tokens"] >= counts["steps"], counts  # a decode a step at least
+        assert counts["prompt_tokens"] >= counts["cached_prompt_tokens"] >= 0, counts
+    assert "steps/s" in stdout
+
+
 CHECKS: dict[str, Callable[[dict[str, Any], str, Path], None]] = {
     "load": check_load,
     "tradeoff": check_tradeoff,
     "rewards": check_rewards,
     "group_calls": check_group_calls,
     "precision": check_precision,
+    "mixed_load": check_mixed_load,
 }
