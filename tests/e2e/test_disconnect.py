@@ -30,6 +30,9 @@ ENGINE_RUNNING = "vllm:num_requests_running"
 GENERATED = "vllm:generation_tokens"
 CANCELLED = "verifier_jobs_cancelled"
 BUDGET = "verifier_budget_tokens"
+# The worker's 0.2 s cancel poll, the abort between two engine steps of 16 rows, and this
+# test's own /metrics reads of a busy server on 2 cores: 1.14 s was seen on an AVX512-BF16 CPU.
+FREED_S = 2.0
 
 
 def metric(url: str, family: str, **labels: str) -> float | None:
@@ -103,14 +106,15 @@ def test_a_client_that_hangs_up_frees_the_engine(server: Any) -> None:
         sock.close()
     closed = time.monotonic()
 
-    # The job leaves the worker and vLLM stops running its requests within a second.
-    freed = wait_for(lambda: metric(url, INFLIGHT) == 0, 1.0)
+    # The job leaves the worker and vLLM stops running its requests within FREED_S, where the
+    # rationales left to run would take minutes.
+    freed = wait_for(lambda: metric(url, INFLIGHT) == 0, FREED_S)
     if engine_busy_at_close is not None:  # vLLM's gauge, when the engine exposes it
         assert engine_busy_at_close >= 1
-        wait_for(lambda: metric(url, ENGINE_RUNNING) == 0, max(0.05, 1.0 - freed))
+        wait_for(lambda: metric(url, ENGINE_RUNNING) == 0, max(0.05, FREED_S - freed))
     drop = time.monotonic() - closed
     print(f"running requests dropped {drop:.2f} s after the client left")  # noqa: T201
-    assert drop < 1.0
+    assert drop < FREED_S
     # Counted once the worker reported what the job spent (or the 2 s wait for it ended).
     wait_for(
         lambda: metric(url, CANCELLED, reason="client_disconnect") == cancelled_before + 1, 3.0
