@@ -222,11 +222,12 @@ async def measure(
             client.cancel()
     in_window = [r for at, r in done if start <= at <= end]
     window_s = end - start
+    per_s = len(in_window) / window_s
     return {
         "direct_p50_idle_ms": bench.median(idle) * 1000,
         "direct_p50_loaded_ms": bench.median(loaded) * 1000,
         "direct_max_loaded_ms": max(loaded) * 1000,
-        "reasoning_per_s": len(in_window) / window_s,
+        "reasoning_per_s": per_s,
         "reasoning_done_in_window": len(in_window),
         "window_s": window_s,
         "reasoning_done": len(done),  # after the warm-up: ramp, window and the tail
@@ -236,6 +237,10 @@ async def measure(
         "mean_engine_calls_per_reasoning": statistics.fmean(r.engine_calls for _, r in done),
         "measure_s": time.perf_counter() - began,  # warm-up to the end, server start not in it
         "engine": engine_window,
+        # a reasoning judgment's time in the closed loop (clients / judgments/s), in steps
+        "steps_per_reasoning": (
+            plan.reasoning_clients / per_s * engine_window["steps_per_s"] if per_s else None
+        ),
     }
 
 
@@ -346,7 +351,7 @@ def print_run(k: int, runs: int, result: dict[str, Any], plan: Plan) -> None:
             )
     print(
         f"  {'engine':<10} {'steps/s':>8} {'tok/step':>9} {'gen/step':>9} {'gen tok/s':>10} "
-        f"{'new prompt tok/s':>17} {'requests/s':>11}"
+        f"{'new prompt tok/s':>17} {'requests/s':>11} {'steps a reasoning':>18}"
     )
     for name in SERVERS:
         if name in result:
@@ -354,7 +359,8 @@ def print_run(k: int, runs: int, result: dict[str, Any], plan: Plan) -> None:
             print(
                 f"  {name:<10} {e['steps_per_s']:8.2f} {e['tokens_per_step']:9.1f} "
                 f"{e['generation_tokens_per_step']:9.2f} {e['generation_tokens_per_s']:10.1f} "
-                f"{e['computed_prompt_tokens_per_s']:17.1f} {e['engine_requests_per_s']:11.2f}"
+                f"{e['computed_prompt_tokens_per_s']:17.1f} {e['engine_requests_per_s']:11.2f} "
+                f"{fmt(result[name]['steps_per_reasoning']):>18}"
             )
     for name in SERVERS:
         if result.get(name, {}).get("reasoning_repeats"):
@@ -398,21 +404,26 @@ def print_summary(runs: list[dict[str, Any]]) -> None:
     print_ratios("  median:", median_ratios(runs))
 
 
+def direct_questions(direct: int) -> int:
+    """Questions (4 pairs each) that hold the idle and the loaded direct judgments."""
+    return math.ceil(2 * direct / 4)
+
+
 def workload(settings: Settings, plan: Plan) -> Work:
     """Idle and loaded pairs apart, then ``plan.reasoning_questions`` questions (4 pairs each)
     for the reasoning clients, the warm-up on questions from ``WARM_OFFSET`` on. A reasoning
     pair judged twice would be read from the prefix cache the second time, so a faster server
     would earn cheaper judgments: there are enough pairs that none repeats in a run, and the
     run counts any that do."""
-    direct_questions = math.ceil(2 * plan.direct / 4)
-    pairs = load_pairs(settings, direct_questions + plan.reasoning_questions)
+    first = direct_questions(plan.direct)
+    pairs = load_pairs(settings, first + plan.reasoning_questions)
     d = plan.direct
     warm_questions = math.ceil(max(plan.warm_direct, plan.reasoning_clients) / 4)
     return Work(
         warm=load_pairs(settings, warm_questions, offset=WARM_OFFSET),
         idle=pairs[:d],
         loaded=pairs[d : 2 * d],
-        reason=pairs[4 * direct_questions :],
+        reason=pairs[4 * first :],
     )
 
 
@@ -455,7 +466,7 @@ def parse_args() -> argparse.Namespace:
     args = ap.parse()
     if args.runs < 1:
         ap.error("--runs: at least 1")
-    if math.ceil(2 * args.direct / 4) + args.reasoning_questions > WARM_OFFSET:
+    if direct_questions(args.direct) + args.reasoning_questions > WARM_OFFSET:
         ap.error(f"--direct and --reasoning-questions: more than {WARM_OFFSET} questions")
     servers = set(args.servers.split(","))
     if not servers or not servers <= set(SERVERS):
