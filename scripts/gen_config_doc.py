@@ -63,6 +63,8 @@ def _type_name(annotation: Any) -> str:
         return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return " | ".join(f"`{m.value}`" for m in annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "JSON object"
     return getattr(annotation, "__name__", str(annotation))
 
 
@@ -107,9 +109,13 @@ def _sections(model: type[BaseModel], env: str, title: str) -> Iterator[tuple[st
     rows: list[str] = []
     nested: list[tuple[type[BaseModel], str, str]] = []
     for name, info in model.model_fields.items():
-        variable = f"{env}{name.upper()}"
+        # A list of groups is one JSON variable; its entries' keys get a section of their own.
+        variable = f"{env}{name.upper()}" if env else name
         group = _group(info.annotation)
-        if group is not None:
+        listed = typing.get_origin(info.annotation) is list
+        if group is not None and listed:
+            nested.append((group, "", f"{title}.{name}[]" if title else f"{name}[]"))
+        elif group is not None:
             nested.append((group, f"{variable}__", f"{title}.{name}" if title else name))
             continue
         description = _escape(info.description or "")

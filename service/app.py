@@ -16,7 +16,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -83,10 +83,14 @@ def consumer_name(role: str) -> str:
 
 
 def make_queue(settings: Settings, role: str) -> JobQueue:
+    """The queue of the model ``settings`` serve (one of ``models``: its own stream)."""
     if settings.redis_url:
         from service.queue.redis_streams import RedisQueue
 
-        return RedisQueue(settings.redis_url, settings.queue, settings.redis, consumer_name(role))
+        consumer = consumer_name(role)
+        return RedisQueue(
+            settings.redis_url, settings.queue, settings.redis, consumer, settings.queue_name
+        )
     return LocalQueue(settings.queue)
 
 
@@ -248,27 +252,16 @@ def make_worker(
     )
 
 
-async def _bring_up(state: AppState, run_worker: bool) -> None:
-    assert state.queue is not None
+async def _bring_up(state: AppState, run_worker: bool, hosted: Sequence[str] | None) -> None:
     try:
         if run_worker:
-            state.services = await start_services(
-                state.settings, state.metrics, state.calibrations, state.redis
-            )
-            worker = make_worker(
-                state.settings,
-                state.queue,
-                state.services,
-                state.metrics,
-                on_stall=lambda reason: _worker_failed(state, reason),
-            )
-            state.worker = worker
-            task = asyncio.create_task(worker.run(), name="worker")
-            task.add_done_callback(lambda _: _worker_ended(state, worker))
-            state.tasks.add(task)
-            _watch_engine(state, worker)
+            # One engine and worker per model, started one after another (each start takes
+            # both cores for a while).
+            for name, settings in state.settings.by_model().items():
+                if hosted is None or name in hosted:
+                    await _host(state, name, settings)
         else:
-            await state.queue.depth()  # Redis answers
+            await state.queue_of(None).depth()  # Redis answers
     except Exception as exc:
         logger.exception("start failed")
         state.status, state.detail = "failed", f"start failed: {exc}"
@@ -276,10 +269,30 @@ async def _bring_up(state: AppState, run_worker: bool) -> None:
     state.status, state.detail = "ready", None
 
 
-def _watch_engine(state: AppState, worker: Worker) -> None:
-    """Start the engine health loop of an API process that hosts the worker."""
-    interval = state.settings.queue.engine_health_s
-    if not interval or state.services is None:
+async def _host(state: AppState, name: str, settings: Settings) -> None:
+    """Start one model's engine and its worker on its queue, in this process."""
+    services = await start_services(settings, state.metrics, state.calibrations, state.redis)
+    state.hosted[name] = services
+    if state.services is None:
+        state.services = services
+    worker = make_worker(
+        settings,
+        state.queue_of(name),
+        services,
+        state.metrics,
+        on_stall=lambda reason: _worker_failed(state, reason),
+    )
+    state.workers.append(worker)
+    task = asyncio.create_task(worker.run(), name=f"worker-{name}")
+    task.add_done_callback(lambda _: _worker_ended(state, worker))
+    state.tasks.add(task)
+    _watch_engine(state, worker, services, settings)
+
+
+def _watch_engine(state: AppState, worker: Worker, services: Services, settings: Settings) -> None:
+    """Start the engine health loop of one model an API process hosts."""
+    interval = settings.queue.engine_health_s
+    if not interval:
         return
 
     def dead(reason: str) -> None:
@@ -289,10 +302,10 @@ def _watch_engine(state: AppState, worker: Worker) -> None:
         state.exit_code = 1
         # Exit after a moment, so probes see the 503 and in-flight requests get their answers.
         asyncio.get_running_loop().call_later(
-            state.settings.queue.engine_dead_exit_s, _request_exit, state
+            settings.queue.engine_dead_exit_s, _request_exit, state
         )
 
-    engine = state.services.engine
+    engine = services.engine
     task = asyncio.create_task(
         watch_engine(engine, interval, state.stopping, dead), name="engine-health"
     )
@@ -353,15 +366,16 @@ def start_metrics_server(
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: AppState = app.state.svc
-    state.queue = make_queue(state.settings, "api")
-    state.metrics.watch_queue(state.queue)
+    for name, settings in state.settings.by_model().items():
+        state.queues[name] = make_queue(settings, "api")
+        state.metrics.watch_queue(state.queues[name])
     state.redis = make_redis(state.settings)
     state.calibrations = make_calibrations(state.settings, state.redis)
     state.probability_calibrations = make_probability_calibrations(state.settings, state.redis)
     if state.redis is not None:
         timeout = state.settings.limits.request_timeout_s
         state.reward_slots = RedisSlots(state.redis, state.settings.redis.prefix, timeout)
-    bring_up = asyncio.create_task(_bring_up(state, app.state.run_worker))
+    bring_up = asyncio.create_task(_bring_up(state, app.state.run_worker, app.state.hosted))
     try:
         yield
     finally:
@@ -374,17 +388,18 @@ async def _shutdown(state: AppState) -> None:
     """Drain the worker, then close everything; every step is bounded."""
     settings = state.settings
     state.stopping.set()
-    if state.worker is not None:
-        state.worker.stop()  # drain: finish and complete the jobs in flight
+    for worker in state.workers:
+        worker.stop()  # drain: finish and complete the jobs in flight
     if state.tasks:
         # The worker's watchdog ends every job by its deadline plus the grace.
         drain_s = settings.limits.request_timeout_s + settings.queue.stuck_grace_s + 5
         await wait_bounded(list(state.tasks), drain_s, "draining the worker")
-    if state.services is not None:
-        await state.services.close()  # the engine's shutdown is bounded inside
-        state.services = None
-    if state.queue is not None:
-        await bounded(state.queue.close(), CLOSE_TIMEOUT_S, "closing the queue")
+    for services in state.hosted.values():
+        await services.close()  # the engine's shutdown is bounded inside
+    state.hosted.clear()
+    state.services = None
+    for queue in state.queues.values():
+        await bounded(queue.close(), CLOSE_TIMEOUT_S, "closing the queue")
     if state.redis is not None:
         await bounded(state.redis.aclose(), CLOSE_TIMEOUT_S, "closing Redis")
 
@@ -400,8 +415,14 @@ def _state_limits_in_schema(app: FastAPI, settings: Settings) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> FastAPI:
-    """Build the ASGI app. Nothing heavy happens until the lifespan starts."""
+def create_app(
+    settings: Settings | None = None,
+    *,
+    run_worker: bool = True,
+    hosted: Sequence[str] | None = None,
+) -> FastAPI:
+    """Build the ASGI app. Nothing heavy happens until the lifespan starts. With a worker,
+    each served model runs in-process, or those ``hosted`` names."""
     settings = settings or get_settings()
     metrics = Metrics()
     metrics.reward_items_limit.set(settings.reward.max_concurrent_items)
@@ -413,6 +434,7 @@ def create_app(settings: Settings | None = None, *, run_worker: bool = True) -> 
     )
     app.state.svc = AppState(settings=settings, metrics=metrics)
     app.state.run_worker = run_worker
+    app.state.hosted = hosted
     app.include_router(health.router)
     app.include_router(metrics_api.router)
     app.include_router(results.router)

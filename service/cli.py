@@ -39,8 +39,16 @@ def serve(
     worker: Annotated[
         bool, typer.Option("--worker/--no-worker", help="Run a worker (and engine) in-process.")
     ] = True,
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="With VERIFIER_MODELS: run only this model in-process (repeatable; default "
+            "every one); workers (`verifier worker --model`) serve the others."
+        ),
+    ] = None,
 ) -> None:
-    """Run the HTTP service: API plus an in-process worker, or API only (--no-worker)."""
+    """Run the HTTP service: API plus an in-process worker per model, or API only
+    (--no-worker)."""
     import uvicorn
 
     from service.app import create_app
@@ -56,7 +64,21 @@ def serve(
     if not worker and not settings.redis_url:
         typer.echo("error: --no-worker needs VERIFIER_REDIS_URL (workers pull from it)", err=True)
         raise typer.Exit(2)
-    api = create_app(settings, run_worker=worker)
+    if model:
+        unknown = sorted(set(model) - set(settings.model_names) if settings.models else model)
+        if unknown:
+            typer.echo(
+                f"error: --model {', '.join(unknown)}: VERIFIER_MODELS names "
+                f"{', '.join(m.name for m in settings.models) or 'no model'}",
+                err=True,
+            )
+            raise typer.Exit(2)
+        if not settings.redis_url and len(model) < len(settings.models):
+            typer.echo(
+                "error: --model runs some models elsewhere: set VERIFIER_REDIS_URL", err=True
+            )
+            raise typer.Exit(2)
+    api = create_app(settings, run_worker=worker, hosted=model or None)
     config = uvicorn.Config(
         api,
         host=settings.host,
@@ -73,16 +95,42 @@ def serve(
 
 
 @app.command("worker")
-def worker_cmd() -> None:
+def worker_cmd(
+    model: Annotated[
+        str | None,
+        typer.Option(help="The model of VERIFIER_MODELS this worker serves (its own queue)."),
+    ] = None,
+) -> None:
     """Run a worker process: engine + Redis queue consumer (+ /metrics on its own port)."""
     import asyncio
 
     from service.app import run_worker_process
 
-    settings = get_settings()
+    settings = _worker_settings(get_settings(), model)
     _logging(settings.log_level)
     _code_preflight(settings)
     raise typer.Exit(asyncio.run(run_worker_process(settings)))
+
+
+def _worker_settings(settings: Settings, model: str | None) -> Settings:
+    """The settings of the one model a worker serves: the engine group's without
+    VERIFIER_MODELS; with it, the entry ``--model`` names (needed when it has several)."""
+    names = settings.model_names
+    if not settings.models:
+        if model is not None and model != settings.model_name:
+            typer.echo(f"error: --model {model!r} needs VERIFIER_MODELS to name it", err=True)
+            raise typer.Exit(2)
+        return settings
+    if model is None and len(names) > 1:
+        typer.echo(
+            f"error: VERIFIER_MODELS names several; pass --model ({', '.join(names)})", err=True
+        )
+        raise typer.Exit(2)
+    try:
+        return settings.for_model(model or names[0])
+    except KeyError as exc:
+        typer.echo(f"error: {exc.args[0]}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _code_preflight(settings: Settings) -> None:

@@ -96,6 +96,9 @@ class OpenAIEngineSettings(SettingsGroup):
     max_connections: int = Field(default=256, ge=1, description="Concurrent calls to it.")
 
 
+EngineKind = Literal["auto", "generative", "reward", "process_reward"]
+
+
 class EngineSettings(SettingsGroup):
     """How the engine is built. An empty ``model`` means the embedded default."""
 
@@ -142,7 +145,7 @@ class EngineSettings(SettingsGroup):
         "logits processor forces the verdict line); off: a second request reads it. Scores are "
         "the same either way.",
     )
-    kind: Literal["auto", "generative", "reward", "process_reward"] = Field(
+    kind: EngineKind = Field(
         default="auto",
         description="auto: from the model's architecture (*ForSequenceClassification and "
         "*ForRewardModel: reward; *ForProcessRewardModel: process_reward; else generative). "
@@ -193,6 +196,41 @@ class EngineSettings(SettingsGroup):
         default=0.85, gt=0, le=1, description="GPU only: share of GPU memory vLLM may take."
     )
     tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per engine.")
+
+
+# A model's name becomes part of Redis key names and of '<name>:<adapter>' ids.
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class ModelEntry(SettingsGroup):
+    """One named model of ``VERIFIER_MODELS``: the engine group's settings, with this entry's
+    ``model``, ``kind`` and ``engine`` in their place."""
+
+    name: str = Field(
+        pattern=MODEL_NAME_PATTERN,
+        description="What requests put in `model` and /v1/models lists (letters, digits, "
+        "'.', '_', '-').",
+    )
+    model: str = Field(
+        default="",
+        description="Local HF folder or hub id; empty = the embedded SmolLM2-135M-Instruct.",
+    )
+    kind: EngineKind = Field(default="auto", description="As engine.kind, for this model.")
+    engine: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Other engine settings of this model, named as in the engine group "
+        '(e.g. {"dtype": "float32", "lora_adapters": {...}}); unset ones are the group\'s.',
+    )
+
+    @model_validator(mode="after")
+    def _own_fields(self) -> ModelEntry:
+        named = sorted(set(self.engine) & {"model", "kind", "served_model_name"})
+        if named:
+            raise ValueError(
+                f"models[{self.name!r}].engine sets {', '.join(named)}: set the entry's own "
+                "model and kind; its name is the served name"
+            )
+        return self
 
 
 class AuditSettings(SettingsGroup):
@@ -443,6 +481,12 @@ class Settings(BaseSettings):
     )
     redis: RedisSettings = Field(default_factory=RedisSettings)
     engine: EngineSettings = Field(default_factory=EngineSettings)
+    models: list[ModelEntry] = Field(
+        default_factory=list,
+        description="Several named models behind one API, a JSON list of {name, model, kind, "
+        'engine} (docs/api.md, "Models and adapters"); the first answers requests that name '
+        "none. Empty: the one model of the engine group, served as engine.served_model_name.",
+    )
     limits: LimitSettings = Field(default_factory=LimitSettings)
     ranking: RankingSettings = Field(default_factory=RankingSettings)
     queue: QueueSettings = Field(default_factory=QueueSettings)
@@ -457,27 +501,77 @@ class Settings(BaseSettings):
     def _check(self) -> Settings:
         if self.auth.enabled and not self.redis_url:
             raise ValueError("VERIFIER_AUTH__ENABLED needs VERIFIER_REDIS_URL (keys live in Redis)")
-        if self.limits.max_reasoning_tokens >= self.engine.max_model_len:
+        names = [entry.name for entry in self.models]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"models: each name must be unique; repeated: {', '.join(repeated)}")
+        for entry in self.models:
+            try:
+                engine = self.engine_of(entry)
+            except ValueError as exc:
+                raise ValueError(f"models[{entry.name!r}].engine: {exc}") from exc
+            self._check_engine(engine, f"models[{entry.name!r}]: ")
+        if not self.models:
+            self._check_engine(self.engine, "")
+        return self
+
+    def _check_engine(self, engine: EngineSettings, where: str) -> None:
+        """Checks of one model's engine settings; ``where`` names the entry in messages."""
+        if self.limits.max_reasoning_tokens >= engine.max_model_len:
             raise ValueError(
-                "limits.max_reasoning_tokens must be below engine.max_model_len; lower "
+                f"{where}limits.max_reasoning_tokens must be below engine.max_model_len; lower "
                 "VERIFIER_LIMITS__MAX_REASONING_TOKENS or raise VERIFIER_ENGINE__MAX_MODEL_LEN"
             )
-        for name in self.engine.lora_adapters:
+        for name in engine.lora_adapters:
             if not name or ":" in name or "/" in name:
                 raise ValueError(
-                    f"engine.lora_adapters: the adapter name {name!r} must be non-empty, "
+                    f"{where}engine.lora_adapters: the adapter name {name!r} must be non-empty, "
                     "without ':' or '/' (a request names it as '<served name>:<adapter>')"
                 )
-        if self.engine.lora_adapters and self.engine.backend != "vllm":
+        if engine.lora_adapters and engine.backend != "vllm":
             raise ValueError(
-                "engine.lora_adapters needs the in-process engine (engine.backend=vllm); a "
-                "remote server serves its own adapters"
+                f"{where}engine.lora_adapters needs the in-process engine (engine.backend=vllm); "
+                "a remote server serves its own adapters"
             )
-        return self
+
+    def engine_of(self, entry: ModelEntry) -> EngineSettings:
+        """The engine settings of one entry of ``models``."""
+        data = self.engine.model_dump()
+        data.update(entry.engine)
+        data.update(model=entry.model, kind=entry.kind, served_model_name=entry.name)
+        return EngineSettings.model_validate(data)
+
+    def for_model(self, name: str) -> Settings:
+        """These settings as one entry of ``models`` sees them: its engine, and only it in
+        ``models`` (so its name is ``model_name`` and its queue is its own)."""
+        for entry in self.models:
+            if entry.name == name:
+                return self.model_copy(update={"engine": self.engine_of(entry), "models": [entry]})
+        served = ", ".join(self.model_names) or self.model_name
+        raise KeyError(f"no model {name!r} in VERIFIER_MODELS; served: {served}")
+
+    def by_model(self) -> dict[str, Settings]:
+        """Each served model's name and settings (:meth:`for_model`), the default first."""
+        if not self.models:
+            return {self.model_name: self}
+        return {entry.name: self.for_model(entry.name) for entry in self.models}
+
+    @property
+    def model_names(self) -> list[str]:
+        """The names of the served models, the default first."""
+        return [entry.name for entry in self.models] or [self.model_name]
+
+    @property
+    def queue_name(self) -> str:
+        """The model whose Redis stream this process's queue reads: '' (the unnamed stream)
+        without ``models``; a process serving several models has one queue each (for_model)."""
+        return self.models[0].name if self.models else ""
 
     @property
     def model_name(self) -> str:
-        """Name reported to clients."""
+        """Name reported to clients (the default model's, with ``models``)."""
+        if self.models:
+            return self.models[0].name
         if self.engine.served_model_name:
             return self.engine.served_model_name
         if not self.engine.model:

@@ -36,9 +36,10 @@ class AppState:
     metrics: Metrics
     status: Literal["starting", "ready", "failed"] = "starting"
     detail: str | None = None
-    queue: JobQueue | None = None
-    services: Services | None = None  # only where this process hosts a worker
-    worker: Worker | None = None
+    queues: dict[str, JobQueue] = field(default_factory=dict)  # by model, the default first
+    hosted: dict[str, Services] = field(default_factory=dict)  # models this process runs
+    services: Services | None = None  # the first hosted model's
+    workers: list[Worker] = field(default_factory=list)
     redis: Redis | None = None  # keys, quotas, cache and calibrations, when Redis is configured
     calibrations: CalibrationStore = field(default_factory=MemoryCalibrations)
     probability_calibrations: ProbabilityCalibrationStore = field(default_factory=memory_store)
@@ -47,6 +48,12 @@ class AppState:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)  # ends the helper loops
     exit_code: int = 0  # 1 once the engine died: the process exits 1 for its supervisor
     request_exit: Callable[[], None] | None = None  # set by `verifier serve`: stop the server
+
+    def queue_of(self, model: str | None) -> JobQueue:
+        """The queue of a served model's name (None: the default model's)."""
+        if model is None or model not in self.queues:
+            return next(iter(self.queues.values()))
+        return self.queues[model]
 
 
 def get_state(request: Request) -> AppState:
@@ -58,10 +65,10 @@ StateDep = Annotated[AppState, Depends(get_state)]
 
 
 def get_queue(state: StateDep) -> JobQueue:
-    if state.queue is None or state.status != "ready":
+    if not state.queues or state.status != "ready":
         detail = f": {state.detail}" if state.detail else ""
         raise NotReady(f"the service is {state.status}{detail}; retry when GET /ready says ready")
-    return state.queue
+    return state.queue_of(None)
 
 
 QueueDep = Annotated[JobQueue, Depends(get_queue)]

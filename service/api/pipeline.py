@@ -88,22 +88,25 @@ async def spent_after_disconnect(
 
 
 def served_model(settings: Settings, model: str | None) -> str:
-    """The id of what answers a request naming ``model``: the served model, or
-    '<served>:<adapter>' for one of its LoRA adapters; any other name with ':' is a 404
-    naming what is served (protocol.base.adapter_of)."""
-    adapter = adapter_of(model)
-    if adapter is None:
+    """The id of what answers a request naming ``model``: a served model, or
+    '<served>:<adapter>' for one of its LoRA adapters. With one model (no ``models``), a name
+    without ':' is that model whatever it says, as OpenAI-shaped clients send their own names;
+    with ``models``, and for any name with ':', a name not served is a 404 naming what is."""
+    if model is None or (not settings.models and adapter_of(model) is None):
         return settings.model_name
     ids = served_ids(settings)
-    if model not in ids[1:]:
+    if model not in ids:
         raise ModelNotFound(f"no model {model!r} here; served: {', '.join(ids)}")
-    return str(model)
+    return model
 
 
 def served_ids(settings: Settings) -> list[str]:
-    """The served model's id, then its adapters' ('<served>:<adapter>')."""
-    base = settings.model_name
-    return [base, *(adapter_id(base, name) for name in sorted(settings.engine.lora_adapters))]
+    """Each served model's id, each followed by its adapters' ('<served>:<adapter>')."""
+    ids = []
+    for name, one in settings.by_model().items():
+        adapters = sorted(one.engine.lora_adapters)
+        ids += [name, *(adapter_id(name, adapter) for adapter in adapters)]
+    return ids
 
 
 def _endpoint(request: Request) -> str:
@@ -179,11 +182,13 @@ class JobCall:
             gauge.dec(items)
             await state.reward_slots.release(lease)
 
-    def admit(self, req: BaseModel) -> None:
+    def admit(self, req: BaseModel) -> JobQueue:
         """Refuse a request for a model not served (404) or over a limit (413 or 422) before
-        anything is planned or queued."""
-        served_model(self.state.settings, getattr(req, "model", None))
+        anything is planned or queued; the queue of the model that answers it."""
+        served = served_model(self.state.settings, getattr(req, "model", None))
         enforce(req, self.state.settings.limits)
+        model = served.partition(":")[0]
+        return self.state.queues.get(model, self.queue)
 
     async def run(
         self,
@@ -200,7 +205,7 @@ class JobCall:
         endpoint share one label). ``timeout_s`` shortens the job's deadline below the request
         timeout (a job not answered by then is a ``DeadlineExceeded``).
         """
-        self.admit(req)
+        queue = self.admit(req)
         state, request, response = self.state, self.request, self.response
         record = tenant_of(request)
         tenant = tenant_name(request)
@@ -222,7 +227,7 @@ class JobCall:
         response.headers["X-Job-Id"] = job.id
         spent = 0
         try:
-            submit = self.queue.submit(job, idempotency_key=request.headers.get("idempotency-key"))
+            submit = queue.submit(job, idempotency_key=request.headers.get("idempotency-key"))
             result = await race_disconnect(request.receive, submit)
             result.raise_for_error()
             resp = JOBS[kind].response.model_validate(result.body)
@@ -231,7 +236,7 @@ class JobCall:
         except ClientDisconnected:
             # The worker answers the aborted job with what it spent; without that answer in
             # time, charge the estimate rather than nothing, so hanging up never saves quota.
-            counted = await spent_after_disconnect(self.queue, tenant, job.id)
+            counted = await spent_after_disconnect(queue, tenant, job.id)
             spent = estimate if counted is None else counted
             state.metrics.jobs_cancelled.labels("client_disconnect").inc()
             state.metrics.budget(tenant, "spent").inc(spent)

@@ -189,8 +189,8 @@ class ModelCard(BaseModel):
     kind: Literal["generative", "reward", "process_reward"] | None = Field(
         default=None,
         description="generative: a judge read at a verdict slot; reward: a sequence reward "
-        "model; process_reward: a PRM (both on vLLM's pooling runner). Null until the engine "
-        "runs, unless VERIFIER_ENGINE__KIND names it.",
+        "model; process_reward: a PRM (both on vLLM's pooling runner). From the settings "
+        "or a local model's config.json; null where neither tells, until the engine runs.",
     )
     pooling_task: str | None = Field(
         default=None, description="Pooling kinds: classify or token_classify (/pooling's task)."
@@ -210,6 +210,15 @@ class ModelCard(BaseModel):
         description="A LoRA adapter: the served model it adapts (its id is "
         "'<parent>:<adapter>', the name a request's `model` gives).",
     )
+    workers: int | None = Field(
+        default=None,
+        description="Worker processes reading this model's queue, seen within "
+        "queue.claim_idle_ms (a model run in the API process counts as one); null when the "
+        "queue cannot be read.",
+    )
+    ready: bool = Field(
+        default=False, description="Its engine runs here, or a worker reads its queue."
+    )
 
 
 class ModelList(BaseModel):
@@ -217,7 +226,18 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+class ModelReadiness(BaseModel):
+    name: str
+    ready: bool = Field(description="Its engine runs here, or a worker reads its queue.")
+    workers: int | None = Field(description="As in /v1/models.")
+
+
 class Readiness(BaseModel):
     status: Literal["ready", "starting", "failed"]
-    model: str
+    model: str = Field(description="The default model (what answers a request naming none).")
     detail: str | None = None
+    models: list[ModelReadiness] = Field(
+        default_factory=list,
+        description="Each served model, once the process is ready: requests for a model with "
+        "no worker wait in its queue until one comes or their deadline passes.",
+    )

@@ -94,11 +94,16 @@ class RedisQueue:
     """
 
     def __init__(
-        self, url: str, settings: QueueSettings, redis: RedisSettings, consumer: str
+        self,
+        url: str,
+        settings: QueueSettings,
+        redis: RedisSettings,
+        consumer: str,
+        model: str = "",
     ) -> None:
         if not consumer:
             raise ValueError("consumer must be a non-empty name, unique per worker process")
-        self.names = RedisNames(redis.prefix)
+        self.names = RedisNames(redis.prefix, model)
         self._settings = settings
         self._consumer = consumer
         timeout = redis.timeout_s
@@ -117,6 +122,7 @@ class RedisQueue:
         self._acks_since_trim = 0
         self._next_trim = 0.0
         self._next_claim = 0.0
+        self._next_beat = 0.0
         self.dropped_expired = 0
         self.redelivered = 0
         self.dead = 0
@@ -270,6 +276,9 @@ class RedisQueue:
     async def _pull(self, max_jobs: int, max_tokens: int, block_ms: int) -> list[Delivery]:
         await self._ensure_group()
         now = time.monotonic()
+        if now >= self._next_beat:
+            self._next_beat = now + HOUSEKEEPING_S
+            await self._beat()
         # Housekeeping runs on a clock, not on every pull: each costs round trips that would
         # otherwise sit on the latency of every batch.
         if self._acks_since_trim and now >= self._next_trim:
@@ -474,6 +483,7 @@ class RedisQueue:
         if not ids:
             return
         with unavailable("renew"):
+            await self._beat()  # a worker busy with long jobs pulls seldom, but renews
             renewed = await self._renew_lua(
                 keys=[self.names.stream], args=[GROUP, self._consumer, *ids]
             )
@@ -507,6 +517,25 @@ class RedisQueue:
         elif ours[0].get("lag") is not None:
             return int(ours[0]["pending"]) + int(ours[0]["lag"])
         return int(await self._redis.xlen(self.names.stream))
+
+    async def _beat(self) -> None:
+        """Mark this consumer alive (its time in the stream's worker set) and forget the ones
+        silent for ten claim windows. Redis' own consumer idle time is no such mark: before
+        Redis 7.2 a read that finds nothing does not reset it."""
+        now = time.time()
+        old = now - 10 * self._settings.claim_idle_ms / 1000
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(self.names.workers, {self._consumer: now})
+            pipe.zremrangebyscore(self.names.workers, "-inf", old)
+            await pipe.execute()
+
+    async def workers(self) -> int:
+        """Workers of this stream seen within ``claim_idle_ms``: a worker pulls (at least
+        every second while it has room) or renews the jobs it holds (three times a window)
+        more often than that; one silent for longer is taken as gone, as its jobs are."""
+        since = time.time() - self._settings.claim_idle_ms / 1000
+        with unavailable("workers"):
+            return int(await self._redis.zcount(self.names.workers, since, "+inf"))
 
     async def trim(self) -> int:
         """Remove acked entries from the stream; returns how many were removed."""

@@ -4,6 +4,10 @@ With the default ``redis.prefix`` ``verifier:`` (``VERIFIER_REDIS__PREFIX``)::
 
     verifier:jobs                      stream of job JSON (field "job"), consumer group "workers"
     verifier:dead                      dead-letter stream (job JSON, entry id, deliveries)
+    verifier:workers                   sorted set: worker consumer -> when last seen (pull, renew)
+    verifier:jobs:<model>              with VERIFIER_MODELS: each model's own stream (group
+    verifier:dead:<model>              "workers"), dead letters and worker set; the rest is
+    verifier:workers:<model>           shared
     verifier:result:<tenant>:<id>      string, the JobResult JSON; SET NX + EX result_ttl_s
     verifier:notify:<tenant>:<id>      list the submitter BLPOPs; same TTL as the result
     verifier:cancel:<id>               marker: the submitter gave up, workers skip the job
@@ -41,14 +45,19 @@ class RedisNames:
     """Redis key names under one prefix; tests use a fresh prefix each so they never collide."""
 
     prefix: str
+    model: str = ""  # one of VERIFIER_MODELS: its own stream and dead letters
 
     @property
     def stream(self) -> str:
-        return f"{self.prefix}jobs"
+        return f"{self.prefix}jobs:{self.model}" if self.model else f"{self.prefix}jobs"
 
     @property
     def dead(self) -> str:
-        return f"{self.prefix}dead"
+        return f"{self.prefix}dead:{self.model}" if self.model else f"{self.prefix}dead"
+
+    @property
+    def workers(self) -> str:
+        return f"{self.prefix}workers:{self.model}" if self.model else f"{self.prefix}workers"
 
     def result(self, tenant: str, job_id: str) -> str:
         return f"{self.prefix}result:{tenant}:{job_id}"

@@ -53,7 +53,9 @@ def names(prefix: str) -> RedisNames:
 async def make_queue(prefix: str) -> AsyncIterator[MakeQueue]:
     made: list[RedisQueue] = []
 
-    def make(consumer: str = "c1", url: str = REDIS_URL, **overrides: Any) -> RedisQueue:
+    def make(
+        consumer: str = "c1", url: str = REDIS_URL, model: str = "", **overrides: Any
+    ) -> RedisQueue:
         values: dict[str, Any] = {
             "claim_idle_ms": 300,
             "batch_wait_ms": 5,
@@ -61,7 +63,7 @@ async def make_queue(prefix: str) -> AsyncIterator[MakeQueue]:
             **overrides,
         }
         redis = RedisSettings(prefix=prefix, timeout_s=1.0)
-        queue = RedisQueue(url, QueueSettings(**values), redis, consumer)
+        queue = RedisQueue(url, QueueSettings(**values), redis, consumer, model)
         made.append(queue)
         return queue
 

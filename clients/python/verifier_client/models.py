@@ -999,7 +999,7 @@ class ModelCard(BaseModel):
         Literal["generative", "reward", "process_reward"] | None, Field(title="Kind")
     ] = None
     """
-    generative: a judge read at a verdict slot; reward: a sequence reward model; process_reward: a PRM (both on vLLM's pooling runner). Null until the engine runs, unless VERIFIER_ENGINE__KIND names it.
+    generative: a judge read at a verdict slot; reward: a sequence reward model; process_reward: a PRM (both on vLLM's pooling runner). From the settings or a local model's config.json; null where neither tells, until the engine runs.
     """
     max_model_len: Annotated[int, Field(title="Max Model Len")]
     object: Annotated[Literal["model"], Field(title="Object")] = "model"
@@ -1012,10 +1012,18 @@ class ModelCard(BaseModel):
     """
     Pooling kinds: classify or token_classify (/pooling's task).
     """
+    ready: Annotated[bool, Field(title="Ready")] = False
+    """
+    Its engine runs here, or a worker reads its queue.
+    """
     root: Annotated[str, Field(title="Root")]
     step_tag: Annotated[str | None, Field(title="Step Tag")] = None
     """
     process_reward: the step tag.
+    """
+    workers: Annotated[int | None, Field(title="Workers")] = None
+    """
+    Worker processes reading this model's queue, seen within queue.claim_idle_ms (a model run in the API process counts as one); null when the queue cannot be read.
     """
 
 
@@ -1025,6 +1033,18 @@ Object3 = TypeAliasType("Object3", Annotated[Literal["list"], Field(title="Objec
 class ModelList(BaseModel):
     data: Annotated[list[ModelCard], Field(title="Data")]
     object: Annotated[Literal["list"], Field(title="Object")] = "list"
+
+
+class ModelReadiness(BaseModel):
+    name: Annotated[str, Field(title="Name")]
+    ready: Annotated[bool, Field(title="Ready")]
+    """
+    Its engine runs here, or a worker reads its queue.
+    """
+    workers: Annotated[int | None, Field(title="Workers")]
+    """
+    As in /v1/models.
+    """
 
 
 ReasoningTokens7 = TypeAliasType(
@@ -1669,6 +1689,13 @@ class PromptCacheOptions(BaseModel):
 class Readiness(BaseModel):
     detail: Annotated[str | None, Field(title="Detail")] = None
     model: Annotated[str, Field(title="Model")]
+    """
+    The default model (what answers a request naming none).
+    """
+    models: Annotated[list[ModelReadiness] | None, Field(title="Models")] = None
+    """
+    Each served model, once the process is ready: requests for a model with no worker wait in its queue until one comes or their deadline passes.
+    """
     status: Annotated[Literal["ready", "starting", "failed"], Field(title="Status")]
 
 

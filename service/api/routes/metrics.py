@@ -14,8 +14,10 @@ router = APIRouter(tags=["metrics"])
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(state: StateDep) -> Response:
-    """Prometheus text; queue depth is read from the queue (Redis: shared by every process)."""
-    if state.queue is not None:
+    """Prometheus text; queue depth is read from the queues (Redis: shared by every process),
+    summed over the models."""
+    if state.queues:
         with contextlib.suppress(ServiceError):
-            state.metrics.queue_depth.set(await state.queue.depth())
+            depths = [await queue.depth() for queue in state.queues.values()]
+            state.metrics.queue_depth.set(sum(depths))
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -18,8 +18,10 @@ async def result(job_id: str, request: Request, state: StateDep) -> JSONResponse
     """The stored result of a job (id from the X-Job-Id header), for the tenant that sent it."""
     tenant = tenant_name(request)
     result = None
-    if state.queue is not None:
-        result = await state.queue.lookup(tenant, job_id)
+    for queue in state.queues.values():
+        result = await queue.lookup(tenant, job_id)
+        if result is not None:
+            break
     if result is None:
         raise NotFound(f"no result for job {job_id} (unknown, expired, or another tenant's)")
     if not result.ok:
