@@ -206,7 +206,7 @@ async def start_services(
         raise
     store = make_judgment_store(settings, redis)
     if store is not None and metrics is not None:
-        metrics.watch_cache(store)
+        metrics.watch_cache(store, settings.model_name)
     services = Services.build(
         engine,
         settings.model_name,
@@ -240,14 +240,15 @@ def make_worker(
     metrics: Metrics,
     on_stall: Callable[[str], None] | None = None,
 ) -> Worker:
-    runner = JobRunner(services, metrics, settings.queue.fault_crash_kind)
+    bound = metrics.worker(settings.model_name)
+    runner = JobRunner(services, bound, settings.queue.fault_crash_kind)
     return Worker(
         queue,
         runner,
         settings.queue,
-        on_batch=metrics.record_batch,
-        on_progress=metrics.record_progress,
-        on_inflight=metrics.worker_inflight.set,
+        on_batch=bound.record_batch,
+        on_progress=bound.record_progress,
+        on_inflight=bound.inflight.set,
         on_stall=on_stall,
     )
 
@@ -368,7 +369,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: AppState = app.state.svc
     for name, settings in state.settings.by_model().items():
         state.queues[name] = make_queue(settings, "api")
-        state.metrics.watch_queue(state.queues[name])
+        state.metrics.watch_queue(state.queues[name], name)
     state.redis = make_redis(state.settings)
     state.calibrations = make_calibrations(state.settings, state.redis)
     state.probability_calibrations = make_probability_calibrations(state.settings, state.redis)
@@ -474,7 +475,7 @@ async def run_worker_process(settings: Settings) -> int:
     port = start_metrics_server(settings.queue.worker_metrics_port, metrics.registry, probes)
     logger.info("worker %s metrics on port %s", consumer_name("worker"), port or "(off)")
     queue = make_queue(settings, "worker")
-    metrics.watch_queue(queue)
+    metrics.watch_queue(queue, settings.model_name)
     redis = make_redis(settings)
     services = await start_services(settings, metrics, make_calibrations(settings, redis), redis)
     worker = make_worker(settings, queue, services, metrics, on_stall=_exit_stalled)

@@ -31,6 +31,7 @@ from service.errors import (
     ConcurrencyLimited,
     InvalidRequest,
     ModelNotFound,
+    Overloaded,
 )
 from service.kinds import JobKind
 from service.protocol import BudgetInfo, Metered
@@ -182,13 +183,12 @@ class JobCall:
             gauge.dec(items)
             await state.reward_slots.release(lease)
 
-    def admit(self, req: BaseModel) -> JobQueue:
+    def admit(self, req: BaseModel) -> str:
         """Refuse a request for a model not served (404) or over a limit (413 or 422) before
-        anything is planned or queued; the queue of the model that answers it."""
+        anything is planned or queued; the name of the model that answers it."""
         served = served_model(self.state.settings, getattr(req, "model", None))
         enforce(req, self.state.settings.limits)
-        model = served.partition(":")[0]
-        return self.state.queues.get(model, self.queue)
+        return served.partition(":")[0]
 
     async def run(
         self,
@@ -205,7 +205,8 @@ class JobCall:
         endpoint share one label). ``timeout_s`` shortens the job's deadline below the request
         timeout (a job not answered by then is a ``DeadlineExceeded``).
         """
-        queue = self.admit(req)
+        model = self.admit(req)
+        queue = self.state.queues.get(model, self.queue)
         state, request, response = self.state, self.request, self.response
         record = tenant_of(request)
         tenant = tenant_name(request)
@@ -233,6 +234,9 @@ class JobCall:
             resp = JOBS[kind].response.model_validate(result.body)
             # A replay ran nothing: its usage is the first request's, already charged.
             spent = 0 if result.replayed else resp.usage.total_tokens
+        except Overloaded:
+            state.metrics.queue_full.labels(model).inc()
+            raise
         except ClientDisconnected:
             # The worker answers the aborted job with what it spent; without that answer in
             # time, charge the estimate rather than nothing, so hanging up never saves quota.

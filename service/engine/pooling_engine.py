@@ -119,6 +119,8 @@ class PoolingEngine:
         args = AsyncEngineArgs(
             model=model,
             tokenizer=model,
+            # vLLM's metrics carry it as model_name: the name our own metrics carry too.
+            served_model_name=settings.model_name,
             runner="pooling",
             dtype=dtype,  # type: ignore[arg-type]
             max_model_len=cfg.max_model_len,

@@ -237,6 +237,8 @@ class VLLMEngine:
         args = AsyncEngineArgs(
             model=model,
             tokenizer=model,
+            # vLLM's metrics carry it as model_name: the name our own metrics carry too.
+            served_model_name=settings.model_name,
             dtype=dtype,  # type: ignore[arg-type]
             max_model_len=cfg.max_model_len,
             enforce_eager=cfg.enforce_eager,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from prometheus_client import (
@@ -86,31 +87,49 @@ class Metrics:
             ["tenant", "decision"],
             registry=r,
         )
+        # The queue's and the workers' metrics carry the model (VERIFIER_MODELS' name, or the
+        # one served model's): each model has its own queue and workers.
         self.queue_wait = Histogram(
             "verifier_queue_wait_seconds",
             "Time from submit to a worker starting the job",
+            ["model"],
             buckets=WAIT_BUCKETS,
             registry=r,
         )
         self.queue_depth = Gauge(
-            "verifier_queue_depth", "Jobs accepted and not yet completed", registry=r
+            "verifier_queue_depth", "Jobs accepted and not yet completed", ["model"], registry=r
+        )
+        self.queue_full = Counter(
+            "verifier_queue_full",
+            "Requests refused 429 because their model's queue held max_queue_depth jobs",
+            ["model"],
+            registry=r,
         )
         self.batch_size = Histogram(
-            "verifier_batch_size", "Jobs per worker batch", buckets=BATCH_BUCKETS, registry=r
+            "verifier_batch_size",
+            "Jobs per worker batch",
+            ["model"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
         )
         self.batch_tokens = Histogram(
             "verifier_batch_tokens",
             "Estimated tokens per worker batch",
+            ["model"],
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
         self.worker_progress = Gauge(
             "verifier_worker_progress_timestamp_seconds",
-            "Unix time this process's worker loop last pulled or finished a batch (0: no worker)",
+            "Unix time this process's worker loop of the model last pulled or finished a batch",
+            ["model"],
             registry=r,
         )
         self.worker_inflight = Gauge(
-            "verifier_worker_inflight_jobs", "Jobs this process's worker is running", registry=r
+            "verifier_worker_inflight_jobs",
+            "Jobs this process's worker of the model is running",
+            ["model"],
+            registry=r,
         )
         self.jobs_cancelled = Counter(
             "verifier_jobs_cancelled",
@@ -135,8 +154,8 @@ class Metrics:
             ["tenant"],
             registry=r,
         )
-        self._queues: list[object] = []
-        self._caches: list[object] = []
+        self._queues: list[tuple[str, object]] = []
+        self._caches: list[tuple[str, object]] = []
         self.registry.register(_Counters("verifier_jobs", QUEUE_COUNTERS, self._queues))
         self.registry.register(_Counters("verifier_judgment_cache", CACHE_COUNTERS, self._caches))
         self.registry.register(_CacheErrors(self._caches))
@@ -158,44 +177,71 @@ class Metrics:
         self.request_eval_tokens.labels(endpoint).observe(usage.total_tokens)
         self.engine_calls.labels(endpoint).inc(usage.engine_calls)
 
-    def record_batch(self, size: int, tokens: int) -> None:
-        self.batch_size.observe(size)
-        self.batch_tokens.observe(tokens)
+    def worker(self, model: str) -> WorkerMetrics:
+        """The metrics of one model's worker and jobs in this process."""
+        return WorkerMetrics(
+            queue_wait=self.queue_wait.labels(model),
+            batch_size=self.batch_size.labels(model),
+            batch_tokens=self.batch_tokens.labels(model),
+            progress=self.worker_progress.labels(model),
+            inflight=self.worker_inflight.labels(model),
+        )
 
-    def record_progress(self) -> None:
-        self.worker_progress.set_to_current_time()
+    def watch_queue(self, queue: object, model: str) -> None:
+        """Export a model's queue's plain int counters (read at scrape time, so never stale)."""
+        self._queues.append((model, queue))
 
-    def watch_queue(self, queue: object) -> None:
-        """Export a queue's plain int counters (read at scrape time, so never stale)."""
-        self._queues.append(queue)
-
-    def watch_cache(self, store: object) -> None:
-        """Export a judgment store's hits, misses, evictions and tolerated errors by op
+    def watch_cache(self, store: object, model: str) -> None:
+        """Export a model's judgment store's hits, misses, evictions and tolerated errors by op
         (read at scrape time)."""
-        self._caches.append(store)
+        self._caches.append((model, store))
 
     def render(self) -> bytes:
         """Our metrics, then the process-wide registry (vLLM's engine metrics live there)."""
         return generate_latest(self.registry) + generate_latest(REGISTRY)
 
 
-class _Counters(Collector):
-    """``<prefix>_<name>_total`` summed over the plain int attributes of watched objects:
-    verifier_jobs_{redelivered,dead,dropped_expired,duplicate_results}_total and
-    verifier_judgment_cache_{hits,misses,evictions}_total."""
+@dataclass(frozen=True)
+class WorkerMetrics:
+    """One model's worker metrics (:meth:`Metrics.worker`), its label bound."""
 
-    def __init__(self, prefix: str, names: tuple[str, ...], sources: list[object]) -> None:
+    queue_wait: Histogram
+    batch_size: Histogram
+    batch_tokens: Histogram
+    progress: Gauge
+    inflight: Gauge
+
+    def record_batch(self, size: int, tokens: int) -> None:
+        self.batch_size.observe(size)
+        self.batch_tokens.observe(tokens)
+
+    def record_progress(self) -> None:
+        self.progress.set_to_current_time()
+
+
+class _Counters(Collector):
+    """``<prefix>_<name>_total{model}`` summed over the plain int attributes of each model's
+    watched objects: verifier_jobs_{redelivered,dead,dropped_expired,duplicate_results}_total
+    and verifier_judgment_cache_{hits,misses,evictions}_total."""
+
+    def __init__(
+        self, prefix: str, names: tuple[str, ...], sources: list[tuple[str, object]]
+    ) -> None:
         self._prefix = prefix
         self._names = names
         self._sources = sources
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         what = self._prefix.removeprefix("verifier_").replace("_", " ")
+        models = list(dict.fromkeys(model for model, _ in self._sources))
         for name in self._names:
-            total = sum(int(getattr(s, name, 0)) for s in self._sources)
-            yield CounterMetricFamily(
-                f"{self._prefix}_{name}", f"{what} {name.replace('_', ' ')}", value=total
+            family = CounterMetricFamily(
+                f"{self._prefix}_{name}", f"{what} {name.replace('_', ' ')}", labels=["model"]
             )
+            for model in models:
+                watched = (s for m, s in self._sources if m == model)
+                family.add_metric([model], sum(int(getattr(s, name, 0)) for s in watched))
+            yield family
 
 
 class _CacheErrors(Collector):
@@ -203,7 +249,7 @@ class _CacheErrors(Collector):
     tolerated (Redis unreachable; the judgment was scored afresh), summed over the watched
     stores' ``errors`` dicts, by operation (lookup, write)."""
 
-    def __init__(self, sources: list[object]) -> None:
+    def __init__(self, sources: list[tuple[str, object]]) -> None:
         self._sources = sources
 
     def collect(self) -> Iterator[CounterMetricFamily]:
@@ -213,6 +259,6 @@ class _CacheErrors(Collector):
             labels=["op"],
         )
         for op in CACHE_ERROR_OPS:
-            total = sum(int(getattr(s, "errors", {}).get(op, 0)) for s in self._sources)
+            total = sum(int(getattr(s, "errors", {}).get(op, 0)) for _, s in self._sources)
             family.add_metric([op], total)
         yield family

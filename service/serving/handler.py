@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from service.engine.adapters import current_adapter
 from service.errors import InvalidRequest, ServiceError
 from service.kinds import JobKind
-from service.ops.telemetry import Metrics
+from service.ops.telemetry import WorkerMetrics
 from service.protocol.base import Metered, adapter_of
 from service.protocol.jobs import JOBS, for_every_kind
 from service.queue.base import Job, JobResult
@@ -57,7 +57,10 @@ class JobRunner:
     """The worker's handler: JSON payload in, JSON body out."""
 
     def __init__(
-        self, services: Services, metrics: Metrics | None = None, crash_kind: JobKind | None = None
+        self,
+        services: Services,
+        metrics: WorkerMetrics | None = None,
+        crash_kind: JobKind | None = None,
     ) -> None:
         self._services = services
         self._metrics = metrics

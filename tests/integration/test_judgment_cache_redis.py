@@ -91,7 +91,7 @@ async def test_redis_down_scores_afresh_counts_and_warns_once_per_op(
     store = RedisStore(connect("redis://127.0.0.1:1/0", 0.2), "x:", 10, 60)
     caching = CachingEngine(engine, store)  # type: ignore[arg-type]
     metrics = Metrics()
-    metrics.watch_cache(store)
+    metrics.watch_cache(store, "judge")
     with caplog.at_level(logging.WARNING, logger="service.serving.cache"):
         results = await caching.judge([call(1), call(1)])
         await caching.judge([call(2)])

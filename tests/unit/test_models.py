@@ -19,15 +19,14 @@ import pytest
 import typer
 from pydantic import ValidationError
 
+from loadtests.metrics_text import sample_sum
 from service.api.deps import AppState
 from service.api.pipeline import served_ids, served_model
-from service.app import create_app
+from service.app import create_app, make_worker
 from service.cli import _worker_settings
 from service.config import Settings
 from service.errors import ModelNotFound
 from service.queue.local import LocalQueue
-from service.queue.worker import Worker
-from service.serving.handler import JobRunner
 from service.serving.services import Services
 from service.stores.keys import RedisNames
 from tests.support.fakes import FakeEngine
@@ -122,14 +121,16 @@ def test_a_worker_serves_the_model_it_is_given() -> None:
 
 
 @asynccontextmanager
-async def two_models(tokenizer: Any, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+async def two_models(
+    tokenizer: Any, tmp_path: Path, hosted: tuple[str, ...] = ("judge", "rm"), **extra: Any
+) -> AsyncIterator[httpx.AsyncClient]:
     """The app with a fake generative judge and a fake reward model, each on its own queue
-    and worker, as the lifespan builds them."""
+    and, if ``hosted``, a worker built as the lifespan builds it."""
     rm_dir = tmp_path / "rm"
     rm_dir.mkdir()
     config = {"architectures": ["LlamaForSequenceClassification"]}
     (rm_dir / "config.json").write_text(json.dumps(config))
-    s = settings([{"name": "judge"}, {"name": "rm", "model": str(rm_dir)}])
+    s = settings([{"name": "judge"}, {"name": "rm", "model": str(rm_dir)}], **extra)
     app = create_app(s, run_worker=False)
     state: AppState = app.state.svc
     engines = {
@@ -140,8 +141,11 @@ async def two_models(tokenizer: Any, tmp_path: Path) -> AsyncIterator[httpx.Asyn
     for name, engine in engines.items():
         queue = LocalQueue(s.queue)
         state.queues[name] = queue
+        state.metrics.watch_queue(queue, name)
+        if name not in hosted:
+            continue
         state.hosted[name] = Services.build(engine, name)
-        workers.append(Worker(queue, JobRunner(state.hosted[name]), s.queue, block_ms=10))
+        workers.append(make_worker(s.for_model(name), queue, state.hosted[name], state.metrics))
         tasks.append(asyncio.create_task(workers[-1].run()))
     state.status = "ready"
     try:
@@ -199,3 +203,45 @@ async def test_every_model_is_listed_and_ready_on_its_own(tokenizer: Any, tmp_pa
             {"name": "judge", "ready": True, "workers": 1},
             {"name": "rm", "ready": True, "workers": 1},
         ]
+
+
+async def test_each_models_queue_and_workers_have_their_own_metrics(
+    tokenizer: Any, tmp_path: Path
+) -> None:
+    async with two_models(tokenizer, tmp_path) as client:
+        for model in ("judge", "rm", "rm"):
+            r = await client.post(
+                "/v1/judge/outcome", json={**BODY, "model": model, "cache": False}
+            )
+            assert r.status_code == 200, r.text
+        text = (await client.get("/metrics")).text
+    for model, jobs in (("judge", 1), ("rm", 2)):
+        assert sample_sum(text, "verifier_queue_wait_seconds_count", model=model) == jobs
+        assert sample_sum(text, "verifier_batch_size_sum", model=model) == jobs
+        assert sample_sum(text, "verifier_worker_progress_timestamp_seconds", model=model) > 0
+        assert f'verifier_queue_depth{{model="{model}"}} 0.0' in text
+        assert f'verifier_jobs_dead_total{{model="{model}"}} 0.0' in text
+
+
+async def test_a_full_queue_refuses_its_model_only(tokenizer: Any, tmp_path: Path) -> None:
+    """No worker reads the RM's queue, of one job: a second RM request is a 429 counted for
+    the RM, and the judge answers all the while."""
+    extra = {"queue": {"max_queue_depth": 1}, "limits": {"request_timeout_s": 3}}
+    async with two_models(tokenizer, tmp_path, hosted=("judge",), **extra) as client:
+        body = {**BODY, "model": "rm", "cache": False}
+        waiting = asyncio.create_task(client.post("/v1/judge/outcome", json=body))
+
+        async def queued() -> None:
+            depth = 'verifier_queue_depth{model="rm"} 1.0'
+            while depth not in (await client.get("/metrics")).text:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(queued(), 5)
+        r = await client.post("/v1/judge/outcome", json=body)
+        assert r.status_code == 429, r.text
+        assert r.json()["error"]["type"] == "overloaded"
+        assert (await client.post("/v1/judge/outcome", json=BODY)).status_code == 200
+        assert (await waiting).status_code == 504  # its deadline passed in the queue
+        text = (await client.get("/metrics")).text
+    assert sample_sum(text, "verifier_queue_full_total", model="rm") == 1
+    assert sample_sum(text, "verifier_queue_full_total", model="judge") == 0

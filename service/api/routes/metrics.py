@@ -15,9 +15,8 @@ router = APIRouter(tags=["metrics"])
 @router.get("/metrics", include_in_schema=False)
 async def metrics(state: StateDep) -> Response:
     """Prometheus text; queue depth is read from the queues (Redis: shared by every process),
-    summed over the models."""
-    if state.queues:
+    one per model."""
+    for model, queue in state.queues.items():
         with contextlib.suppress(ServiceError):
-            depths = [await queue.depth() for queue in state.queues.values()]
-            state.metrics.queue_depth.set(sum(depths))
+            state.metrics.queue_depth.labels(model).set(await queue.depth())
     return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
