@@ -52,6 +52,7 @@ SCRIPTS: Final = (
     "mcq_throughput",
     "memory_soak",
     "mixed_load",
+    "models",
     "overload",
     "pooling",
     "precision",

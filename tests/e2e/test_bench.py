@@ -47,6 +47,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "judge-throughput": ["--url", URL],
     "remote-engine": [],
     "mixed-load": ["--url", URL],
+    "models": [],
 }
 OWN_ENGINES = {
     "redis-loss-http",
@@ -57,6 +58,7 @@ OWN_ENGINES = {
     "judge-throughput",
     "remote-engine",
     "mixed-load",
+    "models",
 }
 NAMES = ["load", "tradeoff", *(m.replace("_", "-") for m in SCRIPTS)]
 PARAMS = [pytest.param(n, marks=pytest.mark.bench_engine) if n in OWN_ENGINES else n for n in NAMES]
@@ -305,6 +307,22 @@ def check_mixed_load(result: dict[str, Any], stdout: str, out: Path) -> None:
     assert "steps/s" in stdout
 
 
+def check_models(result: dict[str, Any], stdout: str, out: Path) -> None:
+    (run,) = result["runs"]
+    two = run["servers"]["two"]
+    for key in ("judge_alone", "rm_alone", "judge_mixed", "rm_mixed"):
+        assert two[key] > 0, two  # each model answered in every window, alone and mixed
+    assert two["uss_gib"] > run["servers"]["single"]["uss_gib"] > 0  # two engines weigh more
+    assert set(result["median"]) == {
+        "routing_p50_ms",
+        "judge_two_over_single",
+        "judge_mixed_over_alone",
+        "rm_mixed_over_alone",
+        "share_sum",
+    }
+    assert "share_sum" in stdout
+
+
 CHECKS: dict[str, Callable[[dict[str, Any], str, Path], None]] = {
     "load": check_load,
     "tradeoff": check_tradeoff,
@@ -312,4 +330,5 @@ CHECKS: dict[str, Callable[[dict[str, Any], str, Path], None]] = {
     "group_calls": check_group_calls,
     "precision": check_precision,
     "mixed_load": check_mixed_load,
+    "models": check_models,
 }
