@@ -21,6 +21,7 @@ the judgment cache is off.
 
     verifier bench models                  # 3 runs, 20 s windows
     verifier bench models --runs 1 --window 10
+    verifier bench models --bind split     # each model's engine on its own half of the cores
     verifier bench models --smoke          # one run of seconds, an RM of 2 layers
 """
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -63,6 +65,13 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--concurrency", type=int, default=8, help="clients per model")
     ap.add_argument("--latency-pairs", type=int, default=40, help="judgments one at a time")
     ap.add_argument("--rm-layers", type=int, default=30, help="the RM's depth (the judge's: 30)")
+    ap.add_argument(
+        "--bind",
+        choices=["shared", "split"],
+        default="shared",
+        help="two's engines: shared, every core each (the default setting); split, each model "
+        "its own half of the cores (engine.cpu_threads_bind; record models_split.json)",
+    )
     args = ap.parse()
     if args.runs < 1 or args.window <= 0 or args.concurrency < 1 or args.latency_pairs < 1:
         ap.error("--runs, --window, --concurrency and --latency-pairs must be positive")
@@ -103,6 +112,14 @@ async def latencies(c: httpx.AsyncClient, pairs: Sequence[Pair], **extra: Any) -
         await phases.judge(c, pair, **extra)
         out.append(time.perf_counter() - start)
     return out
+
+
+def halves(cores: Sequence[int]) -> tuple[str, str]:
+    """Two disjoint CPU lists (vLLM's bind syntax) splitting ``cores``."""
+    if len(cores) < 2:
+        raise SystemExit("--bind split needs two cores at least")
+    mid = len(cores) // 2
+    return ",".join(map(str, cores[:mid])), ",".join(map(str, cores[mid:]))
 
 
 def uss_gib(pid: int | None) -> float | None:
@@ -192,9 +209,11 @@ async def main() -> None:
     from loadtests.checkpoints import build_reward
 
     rm_dir = build_reward(Path(args.out) / "models_rm", layers=args.rm_layers)
-    two_env = {
-        "VERIFIER_MODELS": json.dumps([{"name": "judge"}, {"name": "rm", "model": str(rm_dir)}]),
-    }
+    entries: list[dict[str, Any]] = [{"name": "judge"}, {"name": "rm", "model": str(rm_dir)}]
+    if args.bind == "split":
+        for entry, cores in zip(entries, halves(sorted(os.sched_getaffinity(0))), strict=True):
+            entry["engine"] = {"cpu_threads_bind": cores}
+    two_env = {"VERIFIER_MODELS": json.dumps(entries)}
     questions = 5 if args.smoke else SLICE_QUESTIONS
     work = {name: load_pairs(settings, questions, offset) for name, offset in SLICES.items()}
     work["latency"] = load_pairs(settings, (args.latency_pairs + 3) // 4, SLICES["latency"])[
@@ -203,9 +222,10 @@ async def main() -> None:
     work["warm"] = load_pairs(settings, 1, 1300)
     orders = bench.rotated(SERVERS, args.runs)
     rec = bench.record(
-        NAME,
+        NAME if args.bind == "shared" else f"{NAME}_split",
         args,
         config={
+            "models": entries,
             "window_s": args.window,
             "concurrency_per_model": args.concurrency,
             "latency_pairs": len(work["latency"]),

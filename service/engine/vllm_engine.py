@@ -72,8 +72,14 @@ def _cpu_list() -> str:
     return ",".join(map(str, cores))
 
 
+# The variables configure_vllm_env set in this process: set again for each engine it starts
+# (several models run one engine each, with their own settings); any other is the operator's.
+_SET_HERE: set[str] = set()
+
+
 def configure_vllm_env(settings: Settings, device: str) -> None:
-    """Set vLLM's process environment before the engine (and its children) start.
+    """Set vLLM's process environment before the engine (and its children) start; the engine
+    core reads it when it is spawned, so each engine of a process gets its own settings.
 
     A variable the operator already set wins, so vLLM experts keep full control.
     """
@@ -83,7 +89,10 @@ def configure_vllm_env(settings: Settings, device: str) -> None:
         env["VLLM_CPU_OMP_THREADS_BIND"] = _cpu_list() if bind == "all" else bind
         env["VLLM_CPU_KVCACHE_SPACE"] = str(settings.engine.cpu_kvcache_gib)
     for key, value in env.items():
-        os.environ.setdefault(key, value)
+        if key in os.environ and key not in _SET_HERE:
+            continue
+        os.environ[key] = value
+        _SET_HERE.add(key)
 
 
 def label_variant_ids(tokenizer: Tokenizer, label: str) -> list[int]:

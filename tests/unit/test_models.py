@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -245,3 +246,45 @@ async def test_a_full_queue_refuses_its_model_only(tokenizer: Any, tmp_path: Pat
         text = (await client.get("/metrics")).text
     assert sample_sum(text, "verifier_queue_full_total", model="rm") == 1
     assert sample_sum(text, "verifier_queue_full_total", model="judge") == 0
+
+
+def test_serve_runs_in_process_only_models_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    monkeypatch.setenv("VERIFIER_MODELS", json.dumps(MODELS))
+    r = CliRunner().invoke(app, ["serve", "--model", "nope"])
+    assert r.exit_code == 2
+    assert "--model nope: VERIFIER_MODELS names judge, rm" in r.output
+    # Without Redis, a model left out of this process would have no worker anywhere.
+    r = CliRunner().invoke(app, ["serve", "--model", "rm"])
+    assert r.exit_code == 2
+    assert "set VERIFIER_REDIS_URL" in r.output
+
+
+def test_each_engine_of_a_process_gets_its_own_cpu_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two models in one process: vLLM's engine core reads its cores and KV cache space from
+    the environment when spawned, so each engine's start sets its own; the operator's win."""
+    from service.engine import vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "_SET_HERE", set())
+    for key in ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE", "VLLM_CACHE_ROOT"):
+        monkeypatch.delenv(key, raising=False)
+    s = settings(
+        [
+            {"name": "judge", "engine": {"cpu_threads_bind": "0", "cpu_kvcache_gib": 1}},
+            {"name": "rm", "engine": {"cpu_threads_bind": "1", "cpu_kvcache_gib": 3}},
+        ]
+    )
+    seen = []
+    for name in ("judge", "rm"):
+        vllm_engine.configure_vllm_env(s.for_model(name), "cpu")
+        seen.append((os.environ["VLLM_CPU_OMP_THREADS_BIND"], os.environ["VLLM_CPU_KVCACHE_SPACE"]))
+    assert seen == [("0", "1"), ("1", "3")]
+    monkeypatch.setattr(vllm_engine, "_SET_HERE", set())
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "7")  # the operator's
+    vllm_engine.configure_vllm_env(s.for_model("rm"), "cpu")
+    assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "7"
