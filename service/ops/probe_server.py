@@ -3,7 +3,8 @@
 A `verifier worker` serves no API, yet Kubernetes and Docker need to ask it whether it is
 alive and whether its engine is up (the API's ``/health`` and ``/ready`` answer that for
 ``verifier serve``). This is prometheus_client's WSGI server with those two paths in front;
-every other path is the metrics text, as before.
+every other path is the metrics text: the worker's own, then the process-wide registry where
+vLLM's engine in this process keeps its metrics (as the API's ``/metrics`` does).
 
 Example:
     >>> state = ProbeState()  # doctest: +SKIP
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.exposition import ThreadingWSGIServer
 
 StartResponse = Callable[..., Any]
@@ -40,7 +41,12 @@ class _QuietHandler(WSGIRequestHandler):
 
 def probe_app(registry: CollectorRegistry, state: ProbeState) -> Callable[..., Iterable[bytes]]:
     """WSGI app: /health 200 while the process runs, /ready 200 once the engine is up."""
-    metrics = make_wsgi_app(registry)
+
+    def metrics(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        data = generate_latest(registry) + generate_latest(REGISTRY)
+        headers = [("Content-Type", CONTENT_TYPE_LATEST), ("Content-Length", str(len(data)))]
+        start_response("200 OK", headers)
+        return [data]
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
@@ -50,7 +56,7 @@ def probe_app(registry: CollectorRegistry, state: ProbeState) -> Callable[..., I
             if state.ready:
                 return _json(start_response, "200 OK", {"status": "ready"})
             return _json(start_response, "503 Service Unavailable", {"status": "starting"})
-        return metrics(environ, start_response)  # type: ignore[no-any-return]
+        return metrics(environ, start_response)
 
     return app
 

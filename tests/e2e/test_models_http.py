@@ -27,6 +27,7 @@ from redis import Redis
 
 from loadtests.checkpoints import build_reward
 from loadtests.harness import free_port
+from loadtests.metrics_text import has_sample, sample_sum
 from tests.support.cluster import Cluster, Proc, wait_api, wait_worker
 from tests.support.pooled_reference import RewardReference
 
@@ -129,6 +130,21 @@ def test_requests_are_answered_by_the_model_they_name(two: Two, rm_ref: RewardRe
     assert (judged["model"], judged.get("reward")) == ("judge", None)
     default = two.judge(None).json()
     assert default["model"] == "judge"
+
+
+def test_each_model_has_its_own_metrics(two: Two) -> None:
+    """After the routing test: the API process ran the judge's jobs, the worker the RM's."""
+    api = httpx.get(two.url + "/metrics", timeout=10).text
+    (worker,) = two.cluster.live_workers()
+    rm = httpx.get(f"http://127.0.0.1:{worker.port}/metrics", timeout=10).text
+    assert sample_sum(api, "verifier_batch_size_sum", model="judge") >= 2
+    assert sample_sum(api, "verifier_batch_size_sum", model="rm") == 0
+    assert sample_sum(rm, "verifier_batch_size_sum", model="rm") >= len(RESPONSES)
+    # Both queues' depths on the API's page, read from Redis; vLLM's metrics by served name.
+    for model in ("judge", "rm"):
+        assert has_sample(api, "verifier_queue_depth", model=model)
+    assert has_sample(api, "vllm:num_requests_running", model_name="judge")
+    assert has_sample(rm, "vllm:num_requests_running", model_name="rm")
 
 
 def test_a_model_not_served_is_a_404_naming_the_served_ones(two: Two) -> None:

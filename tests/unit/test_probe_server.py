@@ -1,4 +1,5 @@
-"""The worker's probe port: /health, /ready following the worker's state, /metrics unchanged."""
+"""The worker's probe port: /health, /ready following the worker's state, /metrics with the
+process-wide registry after the worker's own."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import socket
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 from loadtests.harness import free_port
 from service import app as app_module
@@ -32,6 +33,14 @@ def test_health_ready_and_metrics() -> None:
     metrics = httpx.get(base + "/metrics", timeout=5)
     assert metrics.status_code == 200
     assert "verifier_probe_test_total 3.0" in metrics.text
+    # Then the process-wide registry, where an in-process vLLM engine keeps its metrics.
+    engine_side = Counter("verifier_probe_process_wide", "in the default registry")
+    try:
+        engine_side.inc(2)
+        text = httpx.get(base + "/metrics", timeout=5).text
+        assert "verifier_probe_process_wide_total 2.0" in text
+    finally:
+        REGISTRY.unregister(engine_side)
 
 
 def test_metrics_server_reports_taken_port() -> None:
