@@ -32,7 +32,9 @@ def test_the_readme_links_records() -> None:
 def test_every_linked_record_is_a_full_run_of_its_rows_benchmark() -> None:
     for name, path in _linked():
         rec = Record.model_validate(json.loads(path.read_text(encoding="utf-8")))
-        assert rec.benchmark == name, path
+        # A variant a benchmark names itself (judge_throughput_compiled, models_split).
+        assert rec.benchmark == name or rec.benchmark.startswith(f"{name}_"), path
+        assert path.stem.startswith(name), path
         assert not rec.smoke, path
         assert re.fullmatch(r"[0-9a-f]{40}", rec.commit or ""), path
         assert rec.machine.cpu, path
