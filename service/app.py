@@ -274,8 +274,6 @@ async def _host(state: AppState, name: str, settings: Settings) -> None:
     """Start one model's engine and its worker on its queue, in this process."""
     services = await start_services(settings, state.metrics, state.calibrations, state.redis)
     state.hosted[name] = services
-    if state.services is None:
-        state.services = services
     worker = make_worker(
         settings,
         state.queue_of(name),
@@ -398,7 +396,6 @@ async def _shutdown(state: AppState) -> None:
     for services in state.hosted.values():
         await services.close()  # the engine's shutdown is bounded inside
     state.hosted.clear()
-    state.services = None
     for queue in state.queues.values():
         await bounded(queue.close(), CLOSE_TIMEOUT_S, "closing the queue")
     if state.redis is not None:

@@ -38,7 +38,6 @@ class AppState:
     detail: str | None = None
     queues: dict[str, JobQueue] = field(default_factory=dict)  # by model, the default first
     hosted: dict[str, Services] = field(default_factory=dict)  # models this process runs
-    services: Services | None = None  # the first hosted model's
     workers: list[Worker] = field(default_factory=list)
     redis: Redis | None = None  # keys, quotas, cache and calibrations, when Redis is configured
     calibrations: CalibrationStore = field(default_factory=MemoryCalibrations)
@@ -50,10 +49,8 @@ class AppState:
     request_exit: Callable[[], None] | None = None  # set by `verifier serve`: stop the server
 
     def queue_of(self, model: str | None) -> JobQueue:
-        """The queue of a served model's name (None: the default model's)."""
-        if model is None or model not in self.queues:
-            return next(iter(self.queues.values()))
-        return self.queues[model]
+        """The queue of a served model's name (None: the default model's, the first)."""
+        return next(iter(self.queues.values())) if model is None else self.queues[model]
 
 
 def get_state(request: Request) -> AppState:

@@ -95,6 +95,8 @@ def served_model(settings: Settings, model: str | None) -> str:
     with ``models``, and for any name with ':', a name not served is a 404 naming what is."""
     if model is None or (not settings.models and adapter_of(model) is None):
         return settings.model_name
+    if model in settings.model_names:  # no adapter: no engine settings to build per request
+        return model
     ids = served_ids(settings)
     if model not in ids:
         raise ModelNotFound(f"no model {model!r} here; served: {', '.join(ids)}")
@@ -117,10 +119,10 @@ def _endpoint(request: Request) -> str:
 
 @dataclass
 class JobCall:
-    """What a route needs to run a job: the app state, the queue, its request and response."""
+    """What a route needs to run a job: the app state, its request and response (each job goes
+    to the queue of the model that answers it, ``AppState.queue_of``)."""
 
     state: AppState
-    queue: JobQueue
     request: Request
     response: Response
 
@@ -206,7 +208,7 @@ class JobCall:
         timeout (a job not answered by then is a ``DeadlineExceeded``).
         """
         model = self.admit(req)
-        queue = self.state.queues.get(model, self.queue)
+        queue = self.state.queue_of(model)
         state, request, response = self.state, self.request, self.response
         record = tenant_of(request)
         tenant = tenant_name(request)
@@ -262,8 +264,9 @@ class JobCall:
         return resp
 
 
-def job_call(request: Request, response: Response, state: StateDep, queue: QueueDep) -> JobCall:
-    return JobCall(state, queue, request, response)
+def job_call(request: Request, response: Response, state: StateDep, _ready: QueueDep) -> JobCall:
+    """The route's JobCall; ``QueueDep`` refuses (503) until the service is ready."""
+    return JobCall(state, request, response)
 
 
 JobDep = Annotated[JobCall, Depends(job_call)]

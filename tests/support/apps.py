@@ -34,7 +34,7 @@ async def app_with_worker(
     services = Services.build(engine, name)
     worker = Worker(queue, JobRunner(services), settings.queue, block_ms=10)
     task = asyncio.create_task(worker.run())
-    state.queues[name], state.status = queue, "ready"
+    state.queues[settings.model_name], state.status = queue, "ready"
     try:
         yield app
     finally:

@@ -254,9 +254,10 @@ async def _spent_after_hang_up(stored: JobResult | None) -> tuple[float, float]:
     request = Request({"type": "http", "headers": [], "route": route}, receive)
     state = AppState(settings=Settings(), metrics=Metrics())
     queue: Any = LeftQueue(stored)
+    state.queues[state.settings.model_name] = queue
     req = JOBS["outcome"].request.model_validate({"question": "q", "response": "r"})
     with pytest.raises(ClientDisconnected):
-        await JobCall(state, queue, request, Response()).run("outcome", req)
+        await JobCall(state, request, Response()).run("outcome", req)
     return (
         state.metrics.budget("default", "granted")._value.get(),
         state.metrics.budget("default", "spent")._value.get(),
