@@ -8,6 +8,7 @@ copied into a fresh model built from the plain config and that one is saved.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import logging
 import shutil
@@ -57,15 +58,22 @@ def prepare_default_model(settings: Settings, force: bool = False) -> Path:
     if is_prepared(target) and not force:
         return target
     gguf = find_gguf()
-    tmp = target.with_name(target.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    logger.info("converting %s into %s", gguf, target)
-    _convert(gguf, tmp)
-    (tmp / _MARKER).write_text(gguf.name + "\n")
-    # Rename last so a crash mid-conversion never leaves a folder that looks complete.
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Processes that start together on a fresh machine (an API and its workers, parallel test
+    # workers) share the folder: one converts, the others wait for it and take its result.
+    with (target.parent / f".{target.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_prepared(target) and not force:
+            return target
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        logger.info("converting %s into %s", gguf, target)
+        _convert(gguf, tmp)
+        (tmp / _MARKER).write_text(gguf.name + "\n")
+        # Rename last so a crash mid-conversion never leaves a folder that looks complete.
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
     return target
 
 

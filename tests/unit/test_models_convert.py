@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,32 @@ def test_a_gguf_without_a_chat_template_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "carries no chat template" in result.output
     assert not any((tmp_path / "out").glob("*.safetensors"))
+
+
+def test_processes_preparing_the_default_model_together_convert_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An API and its workers (or parallel test workers) starting on a fresh machine: one
+    converts, the others wait and take its folder instead of deleting its half-written one."""
+    from service.config import Settings
+    from service.engine import models
+
+    calls: list[Path] = []
+    started = threading.Event()
+
+    def slow_convert(gguf: Path, out: Path) -> None:
+        calls.append(out)
+        started.set()
+        time.sleep(0.3)  # long enough for the others to reach the lock meanwhile
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(models, "_convert", slow_convert)
+    settings = Settings(model_cache=tmp_path)
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(models.prepare_default_model, settings)
+        assert started.wait(10)
+        rest = [pool.submit(models.prepare_default_model, settings) for _ in range(2)]
+        folders = {f.result(timeout=30) for f in [first, *rest]}
+    assert folders == {models.default_model_dir(settings)}
+    assert len(calls) == 1
+    assert (models.default_model_dir(settings) / "config.json").is_file()
