@@ -58,8 +58,8 @@ QUOTA = 3000
 RULE_QUOTA = 450
 # Workers exit on a job of this kind (fault injection); no other test here sends one.
 POISON_KIND = "mcq_audit"
-# The kill lands after 40 answers; the survivor takes the rest (32 callers keep it batching).
-KILL_JOBS = 160
+# The kill lands after 40 answers; the survivor takes the other 56 (32 callers keep it batching).
+KILL_JOBS = 96
 
 
 @pytest.fixture(scope="module")
