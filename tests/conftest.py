@@ -39,7 +39,6 @@ E2E = ROOT / "tests" / "e2e"
 ENGINE_FIXTURES = frozenset({"server"})
 # CLI commands that start a server or an engine (`python -m service.cli <cmd>` or `verifier <cmd>`).
 _SERVER_COMMANDS = frozenset({"serve", "worker"})
-ENGINE_GROUP = "engine"
 
 
 def _uses_engine_fixture(item: pytest.Item) -> bool:
@@ -58,11 +57,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_e2e = E2E in Path(str(item.path)).parents
         if (in_e2e or _uses_engine_fixture(item)) and item.get_closest_marker("engine") is None:
             item.add_marker(pytest.mark.engine)
-        # Under xdist (`--dist loadgroup`, the default run) the engine tier stays in one worker:
-        # one session server, and no two engines sharing the cores; the other worker takes
-        # the fast tier meanwhile.
-        if item.get_closest_marker("engine") is not None:
-            item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
 
 
 def starts_engine(args: Sequence[str]) -> bool:
