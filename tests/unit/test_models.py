@@ -46,6 +46,8 @@ def settings(models: list[dict[str, Any]] = MODELS, **extra: Any) -> Settings:
 def test_the_models_come_from_one_json_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERIFIER_MODELS", json.dumps(MODELS))
     monkeypatch.setenv("VERIFIER_ENGINE__MAX_MODEL_LEN", "8192")
+    # Set here, so a run with the dtype forced (VERIFIER_ENGINE__DTYPE) checks the same thing.
+    monkeypatch.setenv("VERIFIER_ENGINE__DTYPE", "bfloat16")
     s = Settings()
     assert s.model_names == ["judge", "rm"]
     assert s.model_name == "judge"  # the default: the first
@@ -55,7 +57,7 @@ def test_the_models_come_from_one_json_variable(monkeypatch: pytest.MonkeyPatch)
     assert (rm.engine.model, rm.engine.kind, rm.engine.dtype) == ("/models/rm", "reward", "float32")
     assert rm.engine.max_model_len == 8192
     judge = s.for_model("judge")
-    assert (judge.engine.model, judge.engine.kind, judge.engine.dtype) == ("", "auto", "auto")
+    assert (judge.engine.model, judge.engine.kind, judge.engine.dtype) == ("", "auto", "bfloat16")
     assert list(s.by_model()) == ["judge", "rm"]
     with pytest.raises(KeyError, match="served: judge, rm"):
         s.for_model("nope")
