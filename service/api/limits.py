@@ -18,7 +18,7 @@ from service.config import LimitSettings
 from service.errors import InvalidRequest, PayloadTooLarge, ServiceError
 from service.protocol.calibrate import ProbabilityCalibrationRequest
 from service.protocol.decisions import DecisionRequest, Question, input_blocks
-from service.protocol.limits import Bounded, LimitKind, bounded
+from service.protocol.limits import Bounded, LimitKind, bounded, limits_of
 from service.scoring.decisions import Block
 
 
@@ -45,6 +45,11 @@ RULES: Final[dict[LimitKind, LimitRule]] = {
     "samples": LimitRule("max_samples", InvalidRequest),
     "reasoning_tokens": LimitRule("max_reasoning_tokens", InvalidRequest),
 }
+
+
+# Budgets a request may leave to their defaults, capped at a smaller running limit. (Not
+# `max_steps`: the steps given are checked against it when the request is parsed.)
+NUMBERS: Final[frozenset[LimitKind]] = frozenset({"samples", "reasoning_tokens"})
 
 
 def limit_value(settings: LimitSettings, kind: LimitKind) -> int:
@@ -82,9 +87,29 @@ def checked(req: BaseModel) -> Iterator[Bounded]:
             yield from _decision_texts(input_blocks(ex.input), ex.questions, f"examples[{n}].")
 
 
+def cap_defaults(req: BaseModel, settings: LimitSettings) -> None:
+    """Lower a number the caller left out (a reasoning budget, samples) to its running limit,
+    in ``req`` and its nested models: a default above an operator's smaller limit is the
+    operator's limit, not a refusal of every request that did not name the field."""
+    for name in type(req).model_fields:
+        value = getattr(req, name)
+        if isinstance(value, BaseModel):
+            cap_defaults(value, settings)
+        elif isinstance(value, list | dict):
+            for item in value.values() if isinstance(value, dict) else value:
+                if isinstance(item, BaseModel):
+                    cap_defaults(item, settings)
+        if name in req.model_fields_set or not isinstance(value, int) or isinstance(value, bool):
+            continue
+        for limit in limits_of(type(req), name):
+            if limit.kind in NUMBERS and not (limit.count or limit.each):
+                setattr(req, name, min(value, limit_value(settings, limit.kind)))
+
+
 def enforce(req: BaseModel, settings: LimitSettings) -> None:
     """Raise the first limit ``req`` is over: 413 for a text, 422 for anything else, the
-    message naming the field path and the setting."""
+    message naming the field path and the setting. A number left out is capped first."""
+    cap_defaults(req, settings)
     for item in checked(req):
         rule = RULES[item.kind]
         limit = limit_value(settings, item.kind)

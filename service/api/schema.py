@@ -12,7 +12,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel
 
-from service.api.limits import RULES, limit_value
+from service.api.limits import NUMBERS, RULES, limit_value
 from service.config import LimitSettings
 from service.protocol.jobs import JOBS
 from service.protocol.limits import Limit, limits_of
@@ -63,6 +63,10 @@ def _state(prop: JSON, limit: Limit, value: int, setting: str) -> None:
     for target in targets:
         target[keyword] = value
         target["x-limit"] = setting
+    # A number left out is capped at its limit (service.api.limits.cap_defaults).
+    default = prop.get("default")
+    if limit.kind in NUMBERS and isinstance(default, int) and default > value:
+        prop["default"] = value
 
 
 def state_limits(document: JSON, settings: LimitSettings) -> JSON:

@@ -306,3 +306,25 @@ def test_a_decisions_calibration_counts_its_questions_and_bounds_their_texts() -
     with pytest.raises(ServiceError, match=r"examples\[3\]\.input has 81 characters") as caught:
         enforce(decisions_fit(5, "x" * 81), limits)
     assert caught.value.status == 413
+
+
+def test_a_budget_left_out_takes_a_smaller_limit_and_one_sent_over_it_is_refused() -> None:
+    small = LimitSettings(max_reasoning_tokens=16)
+    model = JOBS["outcome"].request
+    left_out = model.model_validate({"question": Q, "response": A, "mode": "reasoning"})
+    assert left_out.reasoning_tokens > 16  # type: ignore[attr-defined]  # the default
+    enforce(left_out, small)
+    assert left_out.reasoning_tokens == 16  # type: ignore[attr-defined]
+    sent = model.model_validate({"question": Q, "response": A, "reasoning_tokens": 17})
+    with pytest.raises(ServiceError) as caught:
+        enforce(sent, small)
+    assert "reasoning_tokens=17" in str(caught.value)
+    under = model.model_validate({"question": Q, "response": A})
+    enforce(under, LIMITS)  # a default under the limit is left as it is
+    assert under.reasoning_tokens == model.model_fields["reasoning_tokens"].default  # type: ignore[attr-defined]
+
+
+def test_the_schema_states_a_default_over_the_limit_as_the_limit() -> None:
+    schemas = create_app(Settings(limits=LimitSettings(max_reasoning_tokens=16))).openapi()
+    prop = schemas["components"]["schemas"]["OutcomeRequest"]["properties"]["reasoning_tokens"]
+    assert (prop["default"], prop["maximum"]) == (16, 16)
