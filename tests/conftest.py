@@ -32,11 +32,12 @@ from service.config import CodeSettings, Settings
 from service.engine.models import prepare_default_model
 from service.engine.vllm_engine import VLLMEngine
 from service.sandbox.runner import Sandbox
+from tests.support.small_server import LORA_NAME, SMALL_LIMITS, SmallServer
 
 _HERE = Path(__file__).resolve()
 E2E = ROOT / "tests" / "e2e"
 # Fixtures that start a server or an engine: any test using one is an engine test.
-ENGINE_FIXTURES = frozenset({"server"})
+ENGINE_FIXTURES = frozenset({"server", "small_server"})
 # CLI commands that start a server or an engine (`python -m service.cli <cmd>` or `verifier <cmd>`).
 _SERVER_COMMANDS = frozenset({"serve", "worker"})
 
@@ -208,6 +209,40 @@ def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield Server(url, log, not_ready[0] if not_ready else None)
     finally:
         # Checks that the server stopped cleanly and that vLLM's engine processes went with it.
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def small_server(
+    model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SmallServer]:
+    """One server for the LoRA tests and the schema fuzzing, which need a configuration the
+    session server must not have: one engine start (half a minute on 2 cores) instead of two."""
+    from tests.support.lora import build_adapter
+
+    tmp = tmp_path_factory.mktemp("small-server")
+    adapter = build_adapter(model_dir, tmp / LORA_NAME)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "VERIFIER_HOST": "127.0.0.1",
+        "VERIFIER_PORT": str(port),
+        "VERIFIER_ENGINE__DTYPE": "float32",
+        "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
+        "VERIFIER_ENGINE__MAX_MODEL_LEN": "2048",
+        "VERIFIER_ENGINE__LORA_ADAPTERS": f'{{"{LORA_NAME}": "{adapter}"}}',
+        "VERIFIER_CODE__ENABLED": "true",  # schema fuzzing reaches every operation, /run_code too
+        **{f"VERIFIER_LIMITS__{k}": str(v) for k, v in SMALL_LIMITS.items()},
+    }
+    proc = ServerProcess(
+        verifier("serve"), env=env, log=tmp / "serve.log", probe=url + "/ready", cwd=ROOT
+    )
+    proc.start()
+    try:
+        proc.wait_ready()
+        yield SmallServer(url, adapter)
+    finally:
         proc.stop()
 
 

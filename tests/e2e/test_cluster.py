@@ -2,7 +2,8 @@
 engines, and a private Redis server this module may restart. Auth is on.
 
 The order of the tests matters (they share the cluster and some kill workers), so they run in
-file order; each test leaves at least one live worker behind or starts a replacement.
+file order; each test leaves at least one live worker behind or starts a replacement, but the
+last, which kills one's engine.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -29,11 +30,15 @@ from loadtests.harness import free_port
 from loadtests.metrics_text import sample_sum
 from service.stores.keys import RedisNames
 from tests.support.cluster import (
+    LONG,
+    LONG_URL,
     Cluster,
     auth,
     busy_worker,
     children_of,
     create_key,
+    engine_core,
+    exit_code,
     fire,
     fit_probability_calibration,
     freeze_busy_worker,
@@ -43,6 +48,7 @@ from tests.support.cluster import (
     pid_alive,
     probe,
     wait_api,
+    wait_inflight,
     wait_taken,
     wait_worker,
 )
@@ -587,3 +593,29 @@ def test_sigterm_drains_under_load(cluster: Cluster) -> None:
         responses = [f.result() for f in futures]
     assert [r.status_code for r in responses] == [200] * 64
     assert target.popen.wait(timeout=120) == 0, target.server.log_tail()
+
+
+def test_a_worker_notices_its_dead_engine(cluster: Cluster) -> None:
+    # Last: it leaves the cluster without the worker it kills. The health loop (every 2 s by
+    # default) notices the killed engine core: the job in flight is answered 503 and the worker
+    # exits 1, so its supervisor restarts it.
+    with ThreadPoolExecutor(1) as pool:
+        pending: Future[httpx.Response] = pool.submit(
+            httpx.post,
+            cluster.url + LONG_URL,
+            json=LONG,
+            headers=auth(cluster.keys["alpha"]),
+            timeout=300,
+        )
+        worker = busy_worker(cluster, timeout=120)
+        wait_inflight(worker.port, pending)
+        os.kill(engine_core(worker.popen.pid), signal.SIGKILL)
+        killed = time.monotonic()
+        code = exit_code(worker, 60)
+        exited = time.monotonic() - killed
+        answer = pending.result(timeout=60)
+    assert code == 1, worker.log.read_text()[-3000:]
+    assert "engine dead" in worker.log.read_text()
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["type"] == "engine_unavailable"
+    print(f"redis worker: exited 1 {exited:.1f} s after the kill")  # noqa: T201

@@ -1,17 +1,16 @@
 """LoRA adapters per request on real vLLM, through a real server.
 
-One server serves the default model with one adapter built here with peft from random weights
-(``tests.support.lora``). Each judgment read under the adapter is checked against a PyTorch
-forward pass of the base with the adapter merged, and the base's against the base's, in one
-engine batch holding both. The server runs float32 like the reference: vLLM's CPU kernels and
-torch's differ by float32 rounding (the pooling tests' bound, 5e-3, holds).
+The session's second server (``small_server`` in tests/conftest.py) serves the default model
+with one adapter built with peft from random weights (``tests.support.lora``). Each judgment
+read under the adapter is checked against a PyTorch forward pass of the base with the adapter
+merged, and the base's against the base's, in one engine batch holding both. The server runs
+float32 like the reference: vLLM's CPU kernels and torch's differ by float32 rounding (the
+pooling tests' bound, 5e-3, holds).
 """
 
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from loadtests.harness import ROOT, ServerProcess, free_port, verifier
 from service.scoring.prompts import direct_prompt_ids, outcome_prompt, token_variants
-from tests.support.lora import NextToken, build_adapter
+from tests.support.lora import NextToken
 
 TOL = 5e-3
 PAIRS = [
@@ -33,31 +31,13 @@ ADAPTED = f"{BASE}:rand"
 
 
 @pytest.fixture(scope="module")
-def adapter(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_adapter(model_dir, tmp_path_factory.mktemp("lora") / "rand")
+def adapter(small_server: Any) -> Path:
+    return Path(small_server.adapter)
 
 
 @pytest.fixture(scope="module")
-def url(adapter: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "VERIFIER_HOST": "127.0.0.1",
-        "VERIFIER_PORT": str(port),
-        "VERIFIER_ENGINE__DTYPE": "float32",
-        "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
-        "VERIFIER_ENGINE__MAX_MODEL_LEN": "2048",
-        "VERIFIER_ENGINE__LORA_ADAPTERS": f'{{"rand": "{adapter}"}}',
-    }
-    base = f"http://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("lora-server") / "serve.log"
-    proc = ServerProcess(verifier("serve"), env=env, log=log, probe=base + "/ready", cwd=ROOT)
-    proc.start()
-    try:
-        proc.wait_ready()
-        yield base
-    finally:
-        proc.stop()
+def url(small_server: Any) -> str:
+    return str(small_server.url)
 
 
 def judge(url: str, question: str, response: str, model: str | None) -> dict[str, Any]:
@@ -130,7 +110,7 @@ def test_a_reasoning_judgment_runs_under_the_adapter(url: str) -> None:
     body = {"question": question, "response": response, "mode": "reasoning"}
     r = httpx.post(
         url + "/v1/judge/outcome",
-        json={**body, "model": ADAPTED, "reasoning_tokens": 24, "return_rationale": True},
+        json={**body, "model": ADAPTED, "reasoning_tokens": 16, "return_rationale": True},
         timeout=300,
     )
     assert r.status_code == 200, r.text
@@ -139,7 +119,7 @@ def test_a_reasoning_judgment_runs_under_the_adapter(url: str) -> None:
     assert math.isfinite(b["logit"])
     assert isinstance(b["rationale"], str)
     # the rationale, plus the forced verdict line when one request read it
-    assert 0 < b["usage"]["generated_tokens"] <= 24 + 8
+    assert 0 < b["usage"]["generated_tokens"] <= 16 + 8
 
 
 def test_a_calibration_fitted_through_the_adapter_serves_the_adapter_only(url: str) -> None:

@@ -5,18 +5,16 @@ examples.
 Checks: no 5xx, status codes, content types, headers and bodies as documented, invalid data
 refused, and no request outliving the service's deadline.
 
-The server is this module's own, with small request limits (``LIMITS``). /openapi.json states
-the running limits, so the positive examples stay within them: hypothesis likes boundary
-values, and at the default limits one example can be 16 samples of 1,024 reasoning tokens over
-32,000-character texts, minutes of engine time on a CPU without native bf16 (the whole module
-took 13 minutes on one). Everything else about the server is the session server's.
+The server is the session's second one (``small_server``), with small request limits
+(``SMALL_LIMITS``) and a LoRA adapter. /openapi.json states the running limits, so the positive
+examples stay within them: hypothesis likes boundary values, and at the default limits one
+example can be 16 samples of 1,024 reasoning tokens over 32,000-character texts, minutes of
+engine time on a CPU without native bf16 (the whole module took 13 minutes on one).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,20 +25,13 @@ from schemathesis import GenerationMode, checks
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.errors import UnsupportedSchema
 
-from loadtests.harness import ROOT, ServerProcess, free_port, verifier
+from loadtests.harness import ROOT
+from tests.support.small_server import SMALL_LIMITS
 
 # Examples per operation here; the long mode takes 200 or more.
 EXAMPLES = int(os.environ.get("VERIFIER_FUZZ_EXAMPLES", "25"))
-LIMITS = {
-    "MAX_TEXT_CHARS": 400,
-    "MAX_SAMPLES": 2,
-    "MAX_REASONING_TOKENS": 16,
-    "MAX_STEPS": 8,
-    "MAX_DOCUMENTS": 8,
-    "REQUEST_TIMEOUT_S": 120,
-}
 # A request may take its deadline plus the time to answer it: past that it outlived it.
-DEADLINE_S = LIMITS["REQUEST_TIMEOUT_S"] + 5.0
+DEADLINE_S = SMALL_LIMITS["REQUEST_TIMEOUT_S"] + 5.0
 # Fresh draws for an operation whose negative examples hit a mutation schemathesis cannot build.
 RETRIES = 3
 CHECKS = [
@@ -54,30 +45,13 @@ CHECKS = [
 
 
 @pytest.fixture(scope="module")
-def small_server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "VERIFIER_HOST": "127.0.0.1",
-        "VERIFIER_PORT": str(port),
-        "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
-        "VERIFIER_CODE__ENABLED": "true",  # every operation, /run_code included
-        **{f"VERIFIER_LIMITS__{k}": str(v) for k, v in LIMITS.items()},
-    }
-    log = tmp_path_factory.mktemp("fuzz") / "server.log"
-    with ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready", cwd=ROOT):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def api_schema(small_server: str) -> Any:
+def api_schema(small_server: Any) -> Any:
     # The long mode's config: a 413 for a text over its limit rejects invalid data too.
     config = SchemathesisConfig.from_path(ROOT / "loadtests" / "schemathesis.toml")
-    schema = schemathesis.openapi.from_url(small_server + "/openapi.json", config=config)
+    schema = schemathesis.openapi.from_url(small_server.url + "/openapi.json", config=config)
     # The limits reach the schema (else the positive examples would not be bounded).
     body = schema.raw_schema["components"]["schemas"]["OutcomeRequest"]["properties"]
-    assert body["question"]["maxLength"] == LIMITS["MAX_TEXT_CHARS"]
+    assert body["question"]["maxLength"] == SMALL_LIMITS["MAX_TEXT_CHARS"]
     return schema
 
 

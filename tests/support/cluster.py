@@ -12,7 +12,7 @@ import re
 import signal
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -282,3 +282,42 @@ def fit_probability_calibration(url: str, headers: dict[str, str]) -> dict[str, 
     assert fit.status_code == 200, fit.text
     cal: dict[str, Any] = fit.json()
     return cal
+
+
+# The job must still run when the engine is killed, on any CPU and dtype. A reasoning judgment
+# is not long enough: the model may write the verdict marker after a few tokens (21 tokens,
+# under a second, on one machine). A rerank of 8 long documents in direct mode is all prefill:
+# no early stop, about 15 s here, and never from the judgment cache.
+LONG_URL = "/v1/rerank"
+LONG = {
+    "query": "Which list is sorted?",
+    "documents": [
+        " ".join(str(1000 + (i * 7919 + j * 104729) % 9000) for j in range(500)) for i in range(8)
+    ],
+    "method": "outcome",
+    "cache": False,
+}
+
+
+def engine_core(pid: int) -> int:
+    for child in reaper.children(pid):
+        if "EngineCore" in Path(f"/proc/{child}/cmdline").read_text(errors="replace"):
+            return child
+    raise AssertionError(f"no EngineCore child of {pid}")
+
+
+def wait_inflight(port: int, pending: Future[httpx.Response], timeout: float = 120) -> None:
+    """The precondition of a kill: the long job is running in the engine, not answered."""
+    deadline = time.monotonic() + timeout
+    while metric(port, "verifier_worker_inflight_jobs") < 1:
+        assert not pending.done(), f"the long job ended before the kill: {pending.result().text}"
+        assert time.monotonic() < deadline, "the long job never started"
+        time.sleep(0.1)
+    assert not pending.done(), "the long job ended before the kill"
+
+
+def exit_code(proc: Proc, timeout: float) -> int | None:
+    try:
+        return proc.popen.wait(timeout=timeout)
+    except Exception:
+        return None
