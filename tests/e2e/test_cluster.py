@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -30,8 +30,6 @@ from loadtests.harness import free_port
 from loadtests.metrics_text import sample_sum
 from service.stores.keys import RedisNames
 from tests.support.cluster import (
-    LONG,
-    LONG_URL,
     Cluster,
     auth,
     busy_worker,
@@ -42,11 +40,12 @@ from tests.support.cluster import (
     fire,
     fit_probability_calibration,
     freeze_busy_worker,
-    health_then_ready,
     judge,
     metric,
     pid_alive,
+    post_long,
     probe,
+    start_apis_and_workers,
     wait_api,
     wait_inflight,
     wait_taken,
@@ -86,31 +85,12 @@ def cluster(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "VERIFIER_LOG_LEVEL": "info",
     }
     c = Cluster(tmp=tmp_path_factory.mktemp("cluster"), env=env, redis_port=port)
-    c.start_redis()
     try:
-        for i in range(2):
-            p = free_port()
-            c.apis.append(c.spawn(["serve", "--no-worker", "--port", str(p)], f"api{i}", p, {}))
-        p = free_port()
-        c.small_api = c.spawn(
-            ["serve", "--no-worker", "--port", str(p)],
-            "api_small",
-            p,
+        start_apis_and_workers(
+            c,
             {"VERIFIER_QUEUE__MAX_QUEUE_DEPTH": "2", "VERIFIER_REWARD__MAX_CONCURRENT_ITEMS": "8"},
+            {"alpha": None, "beta": None, "quota": QUOTA, "rules": RULE_QUOTA},
         )
-        workers = [c.start_worker(), c.start_worker()]
-        # The probes Kubernetes and Docker use on a worker's metrics port: /health answers
-        # while the engine starts, /ready only once it scored its probe judgment.
-        c.probes_before_ready = [health_then_ready(w) for w in workers]
-        for api in [*c.apis, c.small_api]:
-            wait_api(api)
-        for w in workers:
-            wait_worker(w)
-        # Two workers started at once with default settings took two metrics ports.
-        assert workers[0].port != workers[1].port
-        c.keys = {t: create_key(c, t) for t in ("alpha", "beta")}
-        c.keys["quota"] = create_key(c, "quota", QUOTA)
-        c.keys["rules"] = create_key(c, "rules", RULE_QUOTA)
         yield c
     finally:
         c.close()
@@ -600,13 +580,7 @@ def test_a_worker_notices_its_dead_engine(cluster: Cluster) -> None:
     # default) notices the killed engine core: the job in flight is answered 503 and the worker
     # exits 1, so its supervisor restarts it.
     with ThreadPoolExecutor(1) as pool:
-        pending: Future[httpx.Response] = pool.submit(
-            httpx.post,
-            cluster.url + LONG_URL,
-            json=LONG,
-            headers=auth(cluster.keys["alpha"]),
-            timeout=300,
-        )
+        pending = pool.submit(post_long, cluster.url, auth(cluster.keys["alpha"]))
         worker = busy_worker(cluster, timeout=120)
         wait_inflight(worker.port, pending)
         os.kill(engine_core(worker.popen.pid), signal.SIGKILL)

@@ -17,12 +17,11 @@ import pytest
 
 from loadtests.harness import free_port
 from tests.support.cluster import (
-    LONG,
-    LONG_URL,
     Cluster,
     Proc,
     engine_core,
     exit_code,
+    post_long,
     wait_api,
     wait_inflight,
 )
@@ -87,9 +86,7 @@ def test_in_process_server_notices_its_dead_engine(cluster: Cluster) -> None:
     wait_api(server, timeout=900)
     url = f"http://127.0.0.1:{port}"
     with ThreadPoolExecutor(1) as pool:
-        pending: Future[httpx.Response] = pool.submit(
-            httpx.post, url + LONG_URL, json=LONG, timeout=300
-        )
+        pending: Future[httpx.Response] = pool.submit(post_long, url)
         wait_inflight(port, pending)
         os.kill(engine_core(server.popen.pid), signal.SIGKILL)
         killed = time.monotonic()

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import psutil
 
-from loadtests.harness import ROOT, RedisProcess, ServerProcess, http_ok, verifier
+from loadtests.harness import ROOT, RedisProcess, ServerProcess, free_port, http_ok, verifier
 from loadtests.metrics_text import sample_sum
 from service.engine import reaper
 
@@ -256,6 +256,30 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def start_apis_and_workers(
+    c: Cluster, small_api_env: dict[str, str], keys: dict[str, int | None]
+) -> None:
+    """Redis, two API processes, a third (``small_api``) with ``small_api_env``, and two workers
+    started at once with default settings; then one key per tenant of ``keys`` (its quota)."""
+    c.start_redis()
+    for i in range(2):
+        p = free_port()
+        c.apis.append(c.spawn(["serve", "--no-worker", "--port", str(p)], f"api{i}", p, {}))
+    p = free_port()
+    c.small_api = c.spawn(["serve", "--no-worker", "--port", str(p)], "api_small", p, small_api_env)
+    workers = [c.start_worker(), c.start_worker()]
+    # The probes Kubernetes and Docker use on a worker's metrics port: /health answers while
+    # the engine starts, /ready only once it scored its probe judgment.
+    c.probes_before_ready = [health_then_ready(w) for w in workers]
+    for api in [*c.apis, c.small_api]:
+        wait_api(api)
+    for w in workers:
+        wait_worker(w)
+    # Two workers started at once with default settings took two metrics ports.
+    assert workers[0].port != workers[1].port
+    c.keys = {tenant: create_key(c, tenant, quota) for tenant, quota in keys.items()}
+
+
 def fire(
     url: str, key: str, n: int, concurrency: int = 32, offset: int = 0
 ) -> list[httpx.Response]:
@@ -297,6 +321,11 @@ LONG = {
     "method": "outcome",
     "cache": False,
 }
+
+
+def post_long(url: str, headers: dict[str, str] | None = None) -> httpx.Response:
+    """The long job (``LONG``) sent to the service at ``url``."""
+    return httpx.post(url + LONG_URL, json=LONG, headers=headers or {}, timeout=300)
 
 
 def engine_core(pid: int) -> int:
