@@ -235,15 +235,10 @@ def small_server(
         "VERIFIER_CODE__ENABLED": "true",  # schema fuzzing reaches every operation, /run_code too
         **{f"VERIFIER_LIMITS__{k}": str(v) for k, v in SMALL_LIMITS.items()},
     }
-    proc = ServerProcess(
+    with ServerProcess(
         verifier("serve"), env=env, log=tmp / "serve.log", probe=url + "/ready", cwd=ROOT
-    )
-    proc.start()
-    try:
-        proc.wait_ready()
+    ):
         yield SmallServer(url, adapter)
-    finally:
-        proc.stop()
 
 
 # How far a logit may move between cold and prefix-cached, or single and batched, calls. In
