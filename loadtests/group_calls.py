@@ -24,7 +24,7 @@ tokens served from vLLM's prefix cache, engine calls. Then get_reward and score 
 
     verifier bench group-calls                                # starts one `verifier serve`
     verifier bench group-calls --url http://127.0.0.1:8000    # a running service
-    verifier bench group-calls --smoke                        # 2 x 4, one run: seconds
+    verifier bench group-calls --smoke                        # 2 x 2, one run: seconds
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         NAME,
         __doc__,
         runs=3,
-        smoke={"prompts": 2, "completions": 4, "runs": 1},  # 2 x 4: seconds
+        smoke={"prompts": 2, "completions": 2, "runs": 1},  # 2 x 2: seconds
     )
     ap.add_argument("--url", help="a running service; none: start one `verifier serve` here")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per step (P)")

@@ -32,6 +32,7 @@ from service.config import CodeSettings, Settings
 from service.engine.models import prepare_default_model
 from service.engine.vllm_engine import VLLMEngine
 from service.sandbox.runner import Sandbox
+from tests.support.cluster import DEAD_EXIT_S
 from tests.support.small_server import LORA_NAME, SMALL_LIMITS, SmallServer
 
 _HERE = Path(__file__).resolve()
@@ -58,6 +59,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_e2e = E2E in Path(str(item.path)).parents
         if (in_e2e or _uses_engine_fixture(item)) and item.get_closest_marker("engine") is None:
             item.add_marker(pytest.mark.engine)
+    # A test that kills the session server's engine runs after every other test (sort is
+    # stable: the rest keep their order).
+    items.sort(key=lambda item: item.get_closest_marker("kills_session_server") is not None)
 
 
 def starts_engine(args: Sequence[str]) -> bool:
@@ -173,6 +177,7 @@ class Server:
     log: Path
     # A judge call made once /health answered but before /ready: what a caller gets then.
     not_ready_response: httpx.Response | None
+    process: ServerProcess
 
 
 @pytest.fixture(scope="session")
@@ -188,6 +193,8 @@ def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         # The code tests (tests/e2e/test_code_*.py) run programs here; the install script
         # puts bubblewrap on the machine, and the server refuses to start without it.
         "VERIFIER_CODE__ENABLED": "true",
+        # The session's last test kills this server's engine (tests/e2e/test_dead_engine.py).
+        "VERIFIER_QUEUE__ENGINE_DEAD_EXIT_S": str(DEAD_EXIT_S),
     }
     not_ready: list[httpx.Response] = []
 
@@ -206,9 +213,10 @@ def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     proc.start()
     try:
         proc.wait_ready(on_poll=call_before_ready)
-        yield Server(url, log, not_ready[0] if not_ready else None)
+        yield Server(url, log, not_ready[0] if not_ready else None, proc)
     finally:
-        # Checks that the server stopped cleanly and that vLLM's engine processes went with it.
+        # Checks that the server stopped cleanly (unless the dead-engine test ended it) and that
+        # vLLM's engine processes went with it.
         proc.stop()
 
 

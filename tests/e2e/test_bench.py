@@ -245,24 +245,24 @@ def check_rewards(result: dict[str, Any], stdout: str, out: Path) -> None:
 def check_group_calls(result: dict[str, Any], stdout: str, out: Path) -> None:
     """The mechanics of the four ways of sending one step (never the machine's speed)."""
     cfg = json.loads((out / "group_calls.smoke.json").read_text())["config"]
-    assert (cfg["prompts"], cfg["completions"], cfg["runs"]) == (2, 4, 1)
+    assert (cfg["prompts"], cfg["completions"], cfg["runs"]) == (2, 2, 1)
     assert cfg["judge"] == {"mode": "direct", "verifier": "model", "cache": False}
     modes = ["get_reward", "score", "single", "single_bounded"]
     assert list(result["modes"]) == cfg["modes"] == modes
     assert cfg["orders"] == [modes]
-    requests = {"get_reward": 1, "score": 2, "single": 8, "single_bounded": 8}
+    requests = {"get_reward": 1, "score": 2, "single": 4, "single_bounded": 4}
     for round_ in (result["warmup"], *result["rounds"]):
         assert sorted(round_) == sorted(modes)
         for mode, rec in round_.items():
             assert rec["requests"] == requests[mode]
-            assert len(rec["rewards"]) == 8
+            assert len(rec["rewards"]) == 4
             assert all(0.0 < r < 1.0 for r in rec["rewards"])  # every one judged by the model
-            assert rec["usage"]["engine_calls"] == 8  # cache off: one engine call each
+            assert rec["usage"]["engine_calls"] == 4  # cache off: one engine call each
             assert rec["usage"]["prompt_tokens"] > 0
             assert 0 <= rec["usage"]["cached_tokens"] <= rec["usage"]["prompt_tokens"]
     for mode, s in result["modes"].items():
         assert s["requests_per_round"] == requests[mode]
-        assert s["rewards"] == 8
+        assert s["rewards"] == 4
         assert s["engine_calls_per_reward"] == 1.0
         assert s["rewards_per_s"] == result["rounds"][0][mode]["rewards_per_s"] > 0
     # each mode judges the same texts behind a question line of its own: their prompts differ

@@ -93,8 +93,10 @@ def servers(
             list(pool.map(lambda p: p[0].wait_ready(), procs.values()))
         yield {name: Served(url, folders[name]) for name, (_, url) in procs.items()}
     finally:
-        for proc, _ in procs.values():
-            proc.stop()
+        with ThreadPoolExecutor(2) as pool:  # side by side: each engine's shutdown takes seconds
+            stopped = [pool.submit(proc.stop) for proc, _ in procs.values()]
+        for done in stopped:
+            done.result()  # a failed stop check, raised once both have stopped
 
 
 @pytest.fixture(scope="module")

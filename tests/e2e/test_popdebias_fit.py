@@ -20,6 +20,11 @@ def post(url: str, path: str, body: dict[str, Any]) -> httpx.Response:
     return httpx.post(url + path, json=body, timeout=600)
 
 
+# The estimators' sign handling is mechanics: a slice of the pool shows it at a quarter of the
+# engine time (the whole pool, 64 items, is read once, by the question-free fit).
+ESTIMATOR_ITEMS = 16
+
+
 def _pool(data_dir: Path) -> list[dict[str, Any]]:
     items, skipped = read_pool(data_dir / "popmcq" / "pool.jsonl")
     assert items
@@ -51,7 +56,7 @@ def test_every_estimator_applies_a_lambda_of_at_least_zero(server: Any, data_dir
     """items and grid read the questions; a negative slope is reported, and applied as 0."""
     for lambda_fit in ("items", "grid"):
         body = {
-            "items": _pool(data_dir),
+            "items": _pool(data_dir)[:ESTIMATOR_ITEMS],
             "methods": ["popdebias"],
             "strategies": ["S1", "S2", "S6"],
             "lambda_fit": lambda_fit,

@@ -122,17 +122,23 @@ class Cluster:
         return [w for w in self.workers if w.alive()]
 
     def close(self) -> None:
-        """Stop every process, then Redis; the first failed check is raised after all stop."""
-        errors: list[AssertionError] = []
-        for proc in [*self.workers, *self.apis, *([self.small_api] if self.small_api else [])]:
-            try:
-                proc.stop()
-            except AssertionError as exc:
-                errors.append(exc)
+        """Stop every process, then Redis; the first failed check is raised after all stop.
+        The processes stop side by side: each engine's shutdown takes seconds."""
+        procs = [*self.workers, *self.apis, *([self.small_api] if self.small_api else [])]
+        with ThreadPoolExecutor(max(len(procs), 1)) as pool:
+            errors = [e for e in pool.map(_stop, procs) if e is not None]
         if self.redis is not None:
             self.redis.stop()
         if errors:
             raise errors[0]
+
+
+def _stop(proc: Proc) -> AssertionError | None:
+    try:
+        proc.stop()
+    except AssertionError as exc:
+        return exc
+    return None
 
 
 def probe(url: str) -> int | None:
@@ -312,6 +318,11 @@ def fit_probability_calibration(url: str, headers: dict[str, str]) -> dict[str, 
 # is not long enough: the model may write the verdict marker after a few tokens (21 tokens,
 # under a second, on one machine). A rerank of 8 long documents in direct mode is all prefill:
 # no early stop, about 15 s here, and never from the judgment cache.
+# How long an in-process server whose engine died answers /ready 503 before it exits (the
+# session server's setting). At the default 3 s, one CI run on an AVX2-only CPU never saw the
+# 503: the first probe after the kill came after the exit, while the killed engine's model
+# worker still ran its forward pass on both cores.
+DEAD_EXIT_S = 15.0
 LONG_URL = "/v1/rerank"
 LONG = {
     "query": "Which list is sorted?",
@@ -345,7 +356,7 @@ def wait_inflight(port: int, pending: Future[httpx.Response], timeout: float = 1
     assert not pending.done(), "the long job ended before the kill"
 
 
-def exit_code(proc: Proc, timeout: float) -> int | None:
+def exit_code(proc: Proc | ServerProcess, timeout: float) -> int | None:
     try:
         return proc.popen.wait(timeout=timeout)
     except Exception:
