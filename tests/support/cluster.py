@@ -314,15 +314,16 @@ def fit_probability_calibration(url: str, headers: dict[str, str]) -> dict[str, 
     return cal
 
 
-# The job must still run when the engine is killed, on any CPU and dtype. A reasoning judgment
-# is not long enough: the model may write the verdict marker after a few tokens (21 tokens,
-# under a second, on one machine). A rerank of 8 long documents in direct mode is all prefill:
-# no early stop, about 15 s here, and never from the judgment cache.
 # How long an in-process server whose engine died answers /ready 503 before it exits (the
 # session server's setting). At the default 3 s, one CI run on an AVX2-only CPU never saw the
 # 503: the first probe after the kill came after the exit, while the killed engine's model
 # worker still ran its forward pass on both cores.
 DEAD_EXIT_S = 15.0
+
+# The job must still run when the engine is killed, on any CPU and dtype. A reasoning judgment
+# is not long enough: the model may write the verdict marker after a few tokens (21 tokens,
+# under a second, on one machine). A rerank of 8 long documents in direct mode is all prefill:
+# no early stop, about 15 s here, and never from the judgment cache.
 LONG_URL = "/v1/rerank"
 LONG = {
     "query": "Which list is sorted?",
