@@ -179,13 +179,13 @@ def tradeoff_cmd(
     concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 8,
     seed: Annotated[int, typer.Option(help="Seed of the candidate order.")] = 0,
     smoke: Annotated[
-        bool, typer.Option(help="Seconds: 4 questions, budgets 4 and 8 tokens.")
+        bool, typer.Option(help="Seconds: 2 questions, budgets 4 and 8 tokens.")
     ] = False,
     out: Annotated[Path, typer.Option(help="Folder of the record and the plot.")] = OUT,
 ) -> None:
     """Best-of-N accuracy vs evaluation tokens for N in {1,2,4} and five evaluators."""
     if smoke:
-        limit, budgets = 4, "4,8"
+        limit, budgets = 2, "4,8"
     path = data or Settings().data_dir / "gsm8k" / "example_model_solutions.jsonl"
     try:
         low, high = _ints(budgets)

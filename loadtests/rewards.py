@@ -26,7 +26,7 @@ schedules them).
 
     verifier bench rewards                                   # starts one `verifier serve`
     verifier bench rewards --url http://127.0.0.1:8000       # a running service
-    verifier bench rewards --smoke                           # 2 x 4, one burst: seconds
+    verifier bench rewards --smoke                           # 2 x 2, one burst: seconds
 """
 
 from __future__ import annotations
@@ -492,7 +492,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = bench.parser(
         NAME,
         __doc__,
-        smoke={"prompts": 2, "completions": 4, "bursts": 1, "pause": 0.0},  # 2 x 4, one burst
+        smoke={"prompts": 2, "completions": 2, "bursts": 1, "pause": 0.0},  # 2 x 2, one burst
     )
     ap.add_argument("--url", help="a running service; none: start one `verifier serve` here")
     ap.add_argument("--prompts", type=int, default=8, help="prompts per burst (P)")
