@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final, Self
 
@@ -300,6 +301,23 @@ class ServerProcess:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def stop_all(procs: Sequence[ServerProcess]) -> None:
+    """Stop the processes side by side (each engine's shutdown takes seconds); the first failed
+    stop check is raised once all have stopped."""
+    errors: list[AssertionError] = []
+
+    def stop(proc: ServerProcess) -> None:
+        try:
+            proc.stop()
+        except AssertionError as exc:
+            errors.append(exc)
+
+    with ThreadPoolExecutor(max(len(procs), 1)) as pool:
+        list(pool.map(stop, procs))
+    if errors:
+        raise errors[0]
 
 
 def redis_ping(port: int) -> bool:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from loadtests.checkpoints import POISON_WORD, PRM_TAG, build_prm, build_reward
-from loadtests.harness import ROOT, ServerProcess, free_port, verifier
+from loadtests.harness import ROOT, ServerProcess, free_port, stop_all, verifier
 from loadtests.metrics_text import sample_sum
 from tests.support.pooled_reference import PRMReference, RewardReference
 
@@ -93,10 +93,7 @@ def servers(
             list(pool.map(lambda p: p[0].wait_ready(), procs.values()))
         yield {name: Served(url, folders[name]) for name, (_, url) in procs.items()}
     finally:
-        with ThreadPoolExecutor(2) as pool:  # side by side: each engine's shutdown takes seconds
-            stopped = [pool.submit(proc.stop) for proc, _ in procs.values()]
-        for done in stopped:
-            done.result()  # a failed stop check, raised once both have stopped
+        stop_all([proc for proc, _ in procs.values()])
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,15 @@ from typing import Any
 import httpx
 import psutil
 
-from loadtests.harness import ROOT, RedisProcess, ServerProcess, free_port, http_ok, verifier
+from loadtests.harness import (
+    ROOT,
+    RedisProcess,
+    ServerProcess,
+    free_port,
+    http_ok,
+    stop_all,
+    verifier,
+)
 from loadtests.metrics_text import sample_sum
 from service.engine import reaper
 
@@ -122,23 +130,14 @@ class Cluster:
         return [w for w in self.workers if w.alive()]
 
     def close(self) -> None:
-        """Stop every process, then Redis; the first failed check is raised after all stop.
-        The processes stop side by side: each engine's shutdown takes seconds."""
+        """Stop every process side by side, then Redis; the first failed check is raised after
+        all stop."""
         procs = [*self.workers, *self.apis, *([self.small_api] if self.small_api else [])]
-        with ThreadPoolExecutor(max(len(procs), 1)) as pool:
-            errors = [e for e in pool.map(_stop, procs) if e is not None]
-        if self.redis is not None:
-            self.redis.stop()
-        if errors:
-            raise errors[0]
-
-
-def _stop(proc: Proc) -> AssertionError | None:
-    try:
-        proc.stop()
-    except AssertionError as exc:
-        return exc
-    return None
+        try:
+            stop_all([p.server for p in procs])
+        finally:
+            if self.redis is not None:
+                self.redis.stop()
 
 
 def probe(url: str) -> int | None:
