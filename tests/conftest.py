@@ -14,9 +14,7 @@ import contextlib
 import gc
 import os
 import subprocess
-import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +32,6 @@ from service.config import CodeSettings, Settings
 from service.engine.models import prepare_default_model
 from service.engine.vllm_engine import VLLMEngine
 from service.sandbox.runner import Sandbox
-from tests.support.boot import THREAD_PREFIX as BOOT_THREAD
-from tests.support.boot import Boot
 from tests.support.cluster import DEAD_EXIT_S
 from tests.support.small_server import LORA_NAME, SMALL_LIMITS, SmallServer
 
@@ -47,11 +43,11 @@ ENGINE_FIXTURES = frozenset({"server", "small_server"})
 _SERVER_COMMANDS = frozenset({"serve", "worker"})
 
 
-def _uses_engine_fixture(item: pytest.Item, names: frozenset[str] = ENGINE_FIXTURES) -> bool:
-    """Whether the test uses one of this file's fixtures ``names`` (not a local one of that
-    name, such as the Redis `server` of test_queue_redis)."""
+def _uses_engine_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses one of this file's ENGINE_FIXTURES (not a local one of that name,
+    such as the Redis `server` of test_queue_redis)."""
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    for name in names:
+    for name in ENGINE_FIXTURES:
         chosen = defs.get(name)
         if chosen and Path(chosen[-1].func.__code__.co_filename).resolve() == _HERE:
             return True
@@ -63,15 +59,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_e2e = E2E in Path(str(item.path)).parents
         if (in_e2e or _uses_engine_fixture(item)) and item.get_closest_marker("engine") is None:
             item.add_marker(pytest.mark.engine)
-    # The fast tier first, while the session's servers start (``_early_servers``); a test that
-    # kills the session server's engine after every other test. The sort is stable: the rest
-    # keep their order (the cluster's tests rely on theirs).
-    items.sort(
-        key=lambda item: (
-            item.get_closest_marker("engine") is not None,
-            item.get_closest_marker("kills_session_server") is not None,
-        )
-    )
+    # A test that kills the session server's engine runs after every other test (sort is
+    # stable: the rest keep their order).
+    items.sort(key=lambda item: item.get_closest_marker("kills_session_server") is not None)
 
 
 def starts_engine(args: Sequence[str]) -> bool:
@@ -91,8 +81,6 @@ _current: list[pytest.Item] = []  # the test being run (its setup, call and tear
 
 def _refuse_outside_the_engine_tier(what: str) -> None:
     item = _current[-1] if _current else None
-    if threading.current_thread().name.startswith(BOOT_THREAD):
-        return  # starting one of the session's servers ahead of its first test
     if item is not None and item.get_closest_marker("engine") is None:
         raise RuntimeError(
             f"{item.nodeid} {what} but is not an engine test: move it to tests/e2e, use the "
@@ -192,9 +180,11 @@ class Server:
     process: ServerProcess
 
 
-def _boot_session_server(folder: Path) -> tuple[Boot, str, list[httpx.Response]]:
+@pytest.fixture(scope="session")
+def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("server") / "server.log"
     env = {
         **os.environ,
         "VERIFIER_HOST": "127.0.0.1",
@@ -219,105 +209,44 @@ def _boot_session_server(folder: Path) -> tuple[Boot, str, list[httpx.Response]]
                     )
                 )
 
-    # `serve` prepares the default model itself (one process converts, the others wait).
-    def prepare() -> ServerProcess:
-        log = folder / "server.log"
-        return ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready", cwd=ROOT)
-
-    return Boot("server", prepare, call_before_ready), url, not_ready
-
-
-def _boot_small_server(folder: Path) -> tuple[Boot, str, Path]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    adapter = folder / LORA_NAME
-
-    def prepare() -> ServerProcess:
-        from tests.support.lora import build_adapter
-
-        build_adapter(prepare_default_model(Settings()), adapter)
-        env = {
-            **os.environ,
-            "VERIFIER_HOST": "127.0.0.1",
-            "VERIFIER_PORT": str(port),
-            "VERIFIER_ENGINE__DTYPE": "float32",
-            "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
-            "VERIFIER_ENGINE__MAX_MODEL_LEN": "2048",
-            "VERIFIER_ENGINE__LORA_ADAPTERS": f'{{"{LORA_NAME}": "{adapter}"}}',
-            "VERIFIER_CODE__ENABLED": "true",  # schema fuzzing reaches every operation
-            **{f"VERIFIER_LIMITS__{k}": str(v) for k, v in SMALL_LIMITS.items()},
-        }
-        log = folder / "serve.log"
-        return ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready", cwd=ROOT)
-
-    return Boot("small-server", prepare), url, adapter
-
-
-@dataclass
-class _Early:
-    """The session's servers started ahead of the fast tier, or None: started at first use."""
-
-    server: tuple[Boot, str, list[httpx.Response]] | None = None
-    small_server: tuple[Boot, str, Path] | None = None
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _early_servers(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[_Early]:
-    """When the session begins with tests that need no engine (the fast tier, sorted first),
-    the servers some later test needs start now, so their starts overlap those tests. An xdist
-    worker, or a session of engine tests only, starts each at first use."""
-    items = request.session.items
-    early = _Early()
-    if (
-        os.environ.get("PYTEST_XDIST_WORKER") is None
-        and items
-        and items[0].get_closest_marker("engine") is None
-    ):
-        if any(_uses_engine_fixture(item, frozenset({"server"})) for item in items):
-            early.server = _boot_session_server(tmp_path_factory.mktemp("server"))
-        if any(_uses_engine_fixture(item, frozenset({"small_server"})) for item in items):
-            early.small_server = _boot_small_server(tmp_path_factory.mktemp("small-server"))
+    proc = ServerProcess(verifier("serve"), env=env, log=log, probe=url + "/ready", cwd=ROOT)
+    proc.start()
     try:
-        yield early
+        proc.wait_ready(on_poll=call_before_ready)
+        yield Server(url, log, not_ready[0] if not_ready else None, proc)
     finally:
-        # Side by side: each engine's shutdown takes seconds. Checks that each stopped cleanly
-        # (unless the dead-engine test ended it) and that vLLM's engine processes went with it.
-        boots = [b[0] for b in (early.server, early.small_server) if b is not None]
-        with ThreadPoolExecutor(max(len(boots), 1)) as pool:
-            for stopped in [pool.submit(boot.stop) for boot in boots]:
-                stopped.result()
-
-
-@pytest.fixture(scope="session")
-def server(
-    model_dir: Path, tmp_path_factory: pytest.TempPathFactory, _early_servers: _Early
-) -> Iterator[Server]:
-    early = _early_servers.server
-    boot, url, not_ready = early or _boot_session_server(tmp_path_factory.mktemp("server"))
-    try:
-        proc = boot.wait()
-        yield Server(url, proc.log, not_ready[0] if not_ready else None, proc)
-    finally:
-        if early is None:  # an early one is stopped by _early_servers, with the other
-            boot.stop()
+        # Checks that the server stopped cleanly (unless the dead-engine test ended it) and that
+        # vLLM's engine processes went with it.
+        proc.stop()
 
 
 @pytest.fixture(scope="session")
 def small_server(
-    model_dir: Path, tmp_path_factory: pytest.TempPathFactory, _early_servers: _Early
+    model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[SmallServer]:
     """One server for the LoRA tests and the schema fuzzing, which need a configuration the
     session server must not have: one engine start (half a minute on 2 cores) instead of two."""
-    early = _early_servers.small_server
-    boot, url, adapter = early or _boot_small_server(tmp_path_factory.mktemp("small-server"))
-    try:
-        boot.wait()
+    from tests.support.lora import build_adapter
+
+    tmp = tmp_path_factory.mktemp("small-server")
+    adapter = build_adapter(model_dir, tmp / LORA_NAME)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "VERIFIER_HOST": "127.0.0.1",
+        "VERIFIER_PORT": str(port),
+        "VERIFIER_ENGINE__DTYPE": "float32",
+        "VERIFIER_ENGINE__CPU_KVCACHE_GIB": "1",
+        "VERIFIER_ENGINE__MAX_MODEL_LEN": "2048",
+        "VERIFIER_ENGINE__LORA_ADAPTERS": f'{{"{LORA_NAME}": "{adapter}"}}',
+        "VERIFIER_CODE__ENABLED": "true",  # schema fuzzing reaches every operation, /run_code too
+        **{f"VERIFIER_LIMITS__{k}": str(v) for k, v in SMALL_LIMITS.items()},
+    }
+    with ServerProcess(
+        verifier("serve"), env=env, log=tmp / "serve.log", probe=url + "/ready", cwd=ROOT
+    ):
         yield SmallServer(url, adapter)
-    finally:
-        if early is None:
-            boot.stop()
 
 
 # How far a logit may move between cold and prefix-cached, or single and batched, calls. In
