@@ -141,9 +141,15 @@ class EngineSettings(SettingsGroup):
     seed: int = Field(default=0, description="vLLM's seed.")
     one_call_reasoning: bool = Field(
         default=True,
-        description="Read a reasoning judgment's verdict inside its rationale's own request (a "
-        "logits processor forces the verdict line); off: a second request reads it. Scores are "
-        "the same either way.",
+        description="Read a reasoning judgment's verdict inside its rationale's own request "
+        "(see one_call_mode); off: a second request reads it. Scores are the same either way.",
+    )
+    one_call_mode: Literal["session", "forced"] = Field(
+        default="session",
+        description="How one request reads the verdict. session: the request is a vLLM "
+        "streaming-input session whose second chunk, queued with the first, prefills the "
+        "verdict line where the rationale stopped; forced: a logits processor forces the line "
+        "token by token, one decode step each.",
     )
     kind: EngineKind = Field(
         default="auto",

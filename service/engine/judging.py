@@ -130,6 +130,18 @@ class OneCall:
         }
         return {VERDICT_READ_ARG: spec}
 
+    def session_args(self) -> dict[str, object]:
+        """A session's rationale chunk: end it (EOS) right after the model writes the trigger,
+        force nothing else; vLLM's ``max_tokens`` is its budget and EOS ends it on its own."""
+        spec = {
+            "trigger": list(self.trigger),
+            "after": list(self.trigger),  # nothing of the line left to force: only ``end``
+            "budget": 1 << 30,
+            "end": self.end,
+            "greedy": False,  # no EOS check: the chunk stops at EOS by itself
+        }
+        return {VERDICT_READ_ARG: spec}
+
     def read_ids(self, pos_ids: Sequence[int], neg_ids: Sequence[int]) -> list[int]:
         """Ids whose logprobs every position returns: the labels, EOS and the newline the
         forced line starts with (together they tell who ended the rationale)."""
@@ -218,3 +230,40 @@ def read_one_call(
 def _wanted_end(entry: Mapping[int, float], spec: OneCall) -> bool:
     end, first = entry.get(spec.end), entry.get(spec.after[0])
     return end is not None and first is not None and end > first
+
+
+def read_session(
+    spec: OneCall,
+    tokenizer: Tokenizer,
+    *,
+    ids: Sequence[int],
+    read: Mapping[int, float] | None,
+    budget: int,
+    labels: tuple[Sequence[int], Sequence[int]],
+) -> OneCallRead:
+    """What the two-request path would have said, from a session of two chunks: the rationale
+    (``max_tokens`` = ``budget`` + 1) sampled ``ids``, then "\\nVerdict: " was read (``read``).
+
+    vLLM keeps all of ``ids`` but the last in the session's context (the last was sampled, never
+    fed: EOS, the token past the budget, or the EOS forced after the trigger), so the verdict
+    was read on prompt + ``ids[:-1]`` + after. That read is used only when ``ids[:-1]`` is
+    exactly ``encode(rationale)`` and holds no marker: the sequence a second request prefills.
+    """
+    kept = list(ids[:-1])
+    text = tokenizer.decode(kept, skip_special_tokens=True)
+    cut = text.find(spec.marker)
+    if cut >= 0:  # the model wrote the marker: a stop string would have cut there
+        return OneCallRead(
+            text[:cut].rstrip(), _marker_end(tokenizer, kept, spec.marker), "verdict", None
+        )
+    rationale = text.rstrip()
+    if len(kept) >= budget:
+        finish, tokens = "length", budget
+    elif ids and ids[-1] == spec.end:
+        finish, tokens = "eos", len(kept) + 1
+    else:  # ended otherwise (the context's end): read again
+        return OneCallRead(rationale, len(ids), "length", None)
+    logit = None
+    if read and kept == encode(tokenizer, rationale):
+        logit = pair_logit(read, *labels)
+    return OneCallRead(rationale, tokens, finish, logit)
