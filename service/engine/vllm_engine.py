@@ -437,7 +437,9 @@ class VLLMEngine:
                     ids.extend(o.token_ids)
                     entries.extend(_flat_entries(o.logprobs))
         except asyncio.CancelledError:
-            spend.record(len(call.prompt_ids) + len(ids), 0)
+            # The job was cancelled (its caller left): free the engine now; a session streams,
+            # so what it generated so far is known.
+            spend.record(len(call.prompt_ids), len(ids))
             await self.abort(request_id)
             raise
         spend.record(sent, len(ids))

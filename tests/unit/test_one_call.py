@@ -1,5 +1,6 @@
 """A reasoning judgment in one engine request: the logits processor that forces the verdict
-line, and how its output is read back into what the two-request path would have said."""
+line (or, in a session, ends the rationale at the line the model wrote), and how each mode's
+output is read back into what the two-request path would have said."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import pytest
 import torch
 
 from service.engine.base import JudgeCall
-from service.engine.judging import OneCall, OneCallRead, one_call_spec, read_one_call
+from service.engine.judging import (
+    OneCall,
+    OneCallRead,
+    one_call_spec,
+    read_one_call,
+    read_session,
+)
 from service.scoring import prompts
 from service.scoring.tokenizer import encode
 
@@ -137,6 +144,59 @@ def test_a_request_that_ended_on_its_own(tokenizer: Any, spec: OneCall) -> None:
     assert read(tokenizer, spec, ids, {}).finish == "verdict"
 
 
+# --- a session: the rationale's chunk sampled ``ids``, then the line was read ------------------
+
+
+def session(tokenizer: Any, spec: OneCall, ids: list[int], budget: int = BUDGET) -> OneCallRead:
+    table = {POS: -0.5, NEG: -2.0}
+    return read_session(spec, tokenizer, ids=ids, read=table, budget=budget, labels=([POS], [NEG]))
+
+
+def test_a_session_that_stopped_at_eos_reads_its_line(tokenizer: Any, spec: OneCall) -> None:
+    body = encode(tokenizer, "The sum is right.")
+    got = session(tokenizer, spec, [*body, spec.end])
+    assert got == OneCallRead("The sum is right.", len(body) + 1, "eos", 1.5)
+    first = session(tokenizer, spec, [spec.end])  # EOS first: the line right after the prompt
+    assert first == OneCallRead("", 1, "eos", 1.5)
+
+
+def test_a_session_past_its_budget_keeps_the_budget(tokenizer: Any, spec: OneCall) -> None:
+    """The chunk samples one token past the budget (never fed, never kept), EOS included."""
+    body = encode(tokenizer, "one two three four five six")
+    for last in (7, spec.end):
+        got = session(tokenizer, spec, [*body, last], budget=len(body))
+        assert got == OneCallRead("one two three four five six", len(body), "length", 1.5)
+
+
+def test_a_session_where_the_model_wrote_the_marker_is_read_again(
+    tokenizer: Any, spec: OneCall
+) -> None:
+    body = encode(tokenizer, "The sum is right.")
+    got = session(tokenizer, spec, [*body, *spec.trigger, spec.end])
+    assert got == OneCallRead("The sum is right.", len(body) + len(spec.trigger), "verdict", None)
+    spelled = encode(tokenizer, "x Verdict: 1")
+    assert session(tokenizer, spec, [*spelled, spec.end]).finish == "verdict"
+
+
+def test_a_session_whose_rationale_the_strip_changes_is_read_again(
+    tokenizer: Any, spec: OneCall
+) -> None:
+    body = encode(tokenizer, "The sum is right.  ")
+    got = session(tokenizer, spec, [*body, spec.end])
+    assert got.rationale == "The sum is right."
+    assert got.logit is None
+
+
+def test_a_session_without_the_labels_in_its_read_is_read_again(
+    tokenizer: Any, spec: OneCall
+) -> None:
+    body = encode(tokenizer, "Looks correct")
+    got = read_session(
+        spec, tokenizer, ids=[*body, spec.end], read={POS: -0.5}, budget=8, labels=([POS], [NEG])
+    )
+    assert (got.finish, got.logit) == ("eos", None)
+
+
 # --- the processor, on hand-made batches ----------------------------------------------------
 
 
@@ -257,3 +317,19 @@ def test_processor_settles_a_tie_with_eos_as_greedy_sampling_does(spec: OneCall)
     logits[1, toy.end + 5] = 5.0
     logits = proc.apply(logits)
     assert [_forced(logits[0]), _forced(logits[1])] == [None, toy.after[0]]
+
+
+def test_processor_ends_a_session_chunk_at_the_trigger_and_nowhere_else(spec: OneCall) -> None:
+    """A session's rationale chunk: EOS right after the model's own trigger; the budget and the
+    model's wish for EOS are vLLM's business there, so nothing is forced for them."""
+    from vllm import SamplingParams
+
+    toy = _small(spec)
+    proc = _processor()
+    wrote = [5, *toy.trigger]
+    wants_eos = [5, 6]
+    long = [5] * 40
+    params = SamplingParams(max_tokens=12, extra_args=toy.session_args())
+    _add(proc, (0, params, wrote), (1, params, wants_eos), (2, params, long))
+    logits = _step(proc, 3, argmax=toy.end)
+    assert [_forced(logits[i]) for i in range(3)] == [toy.end, None, None]
