@@ -1,8 +1,9 @@
 """A reasoning judgment in one engine request vs two, on one in-process engine.
 
 The same GSM8K judgments (greedy, ``reasoning_tokens`` 96) go through both paths of one
-``VLLMEngine``: the verdict read inside the rationale's request (engine.verdict_read, with the
-fallback to a second request) and the two-request path (``engine.judging.judge_one``). Printed:
+``VLLMEngine``: the verdict read inside the rationale's request (``engine.one_request``, in the
+mode ``VERIFIER_ENGINE__ONE_CALL_MODE`` sets, with the fallback to a second request) and the
+two-request path (``engine.judging.judge_one``). Printed:
 how the one-request path ended each judgment (engine calls, rationale finish), the largest
 |delta logit| and how many rationales, finishes and token counts were identical; then
 judgments/s of closed-loop clients through each path, rounds alternating.

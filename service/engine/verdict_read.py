@@ -15,6 +15,11 @@ logprobs of the labels at the forced ``end`` position are the verdict read on ex
 prompt + rationale + after, the sequence a second request would prefill. The caller checks
 that sequence on its side (``engine.judging.read_one_call``) and falls back to the second
 request whenever it differs.
+
+A session's rationale chunk (``engine.one_call_mode`` session, ``OneCall.session_args``) passes
+``after`` = ``trigger``, no budget and no greedy check: only the EOS after the model's own
+trigger is forced, since a session refuses stop strings; vLLM's ``max_tokens`` and the model's
+own EOS end the chunk otherwise.
 """
 
 from __future__ import annotations

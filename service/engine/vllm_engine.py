@@ -41,10 +41,8 @@ from service.engine.judging import (
     logsumexp,
     one_call_spec,
     pair_logit,
-    read_one_call,
-    read_session,
-    verdict_read_ids,
 )
+from service.engine.one_request import forced_params, judge_forced, judge_in_session
 from service.engine.reaper import start_reaper
 from service.errors import EngineFailure, EngineUnavailable, NotServedByModel
 from service.ops import spend
@@ -127,33 +125,6 @@ async def run_vllm_call(llm: Any, stream: AsyncIterator[Any]) -> Any:
     if final is None:
         raise EngineFailure("engine returned no output")
     return final
-
-
-async def _guarded(llm: Any, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """Every output of one vLLM request stream, with vLLM's error tree made ours (as
-    ``run_vllm_call``)."""
-    try:
-        async for out in stream:
-            yield out
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # vLLM raises its own tree; callers see one error type
-        if getattr(llm, "errored", False):
-            raise EngineUnavailable(f"the engine died: {exc}; retry") from exc
-        raise EngineFailure(f"engine call failed: {exc}") from exc
-
-
-def _flat_entries(logprobs: Any) -> list[dict[int, float]]:
-    """One {token id: logprob} per sampled token, from vLLM's flat (or nested) logprobs."""
-    if logprobs is None:
-        return []
-    starts = getattr(logprobs, "start_indices", None)
-    if starts is None:  # the nested form
-        return [{k: lp.logprob for k, lp in entry.items()} for entry in logprobs]
-    ends, tokens, values = logprobs.end_indices, logprobs.token_ids, logprobs.logprobs
-    return [
-        dict(zip(tokens[a:b], values[a:b], strict=True)) for a, b in zip(starts, ends, strict=True)
-    ]
 
 
 async def check_vllm_health(llm: Any) -> None:
@@ -250,6 +221,7 @@ class VLLMEngine:
         self._info = info
         self._pos_ids = label_variant_ids(tokenizer, POSITIVE_LABEL)
         self._neg_ids = label_variant_ids(tokenizer, NEGATIVE_LABEL)
+        self._labels = (self._pos_ids, self._neg_ids)
         # One request per reasoning judgment needs the verdict_read processor in the engine.
         self._one_call = one_call
         self._session = session  # one request as a streaming-input session (not forced tokens)
@@ -387,147 +359,15 @@ class VLLMEngine:
         return spec
 
     async def _judge_in_session(self, call: JudgeCall, spec: OneCall) -> JudgeResult:
-        """Rationale and verdict in one vLLM streaming-input session: the verdict line is its
-        second chunk, queued with the first, so the engine prefills it in the step after the
-        rationale stops, with the rationale's KV kept; read again with a second request only
-        when the sequence differs from the two-request one (engine.judging.read_session)."""
-        from vllm import SamplingParams
-        from vllm.engine.protocol import StreamingInput
-        from vllm.inputs.engine import tokens_input
-        from vllm.sampling_params import RequestOutputKind
-
-        delta = RequestOutputKind.DELTA  # a session streams (FINAL_ONLY is refused)
-        read_ids = [*self._pos_ids, *self._neg_ids]
-        rationale = SamplingParams(
-            max_tokens=call.reasoning_tokens + 1,  # the last sampled token is never kept
-            temperature=call.temperature,
-            seed=call.seed,
-            logprob_token_ids=read_ids,  # vLLM sets a session's logprobs up from its first chunk
-            extra_args=spec.session_args(),
-            output_kind=delta,
-            detokenize=False,
-            flat_logprobs=True,
-        )
-        verdict = SamplingParams(
-            max_tokens=1,
-            temperature=0.0,
-            logprob_token_ids=read_ids,
-            output_kind=delta,
-            detokenize=False,
-            flat_logprobs=True,
-        )
-
-        async def chunks() -> AsyncIterator[Any]:
-            # Copies: vLLM extends a session's prompt list in place.
-            yield StreamingInput(tokens_input(list(call.prompt_ids)), rationale)
-            yield StreamingInput(tokens_input(list(spec.after)), verdict)
-
-        request_id = uuid.uuid4().hex
-        ids: list[int] = []
-        entries: list[dict[int, float]] = []
-        cached = 0
-        stream = self._llm.generate(
-            chunks(), rationale, request_id, lora_request=self._adapters.current()
-        )
-        sent = len(call.prompt_ids) + len(spec.after)
-        try:
-            async for out in _guarded(self._llm, stream):
-                cached = max(cached, int(out.num_cached_tokens or 0))
-                for o in out.outputs:
-                    ids.extend(o.token_ids)
-                    entries.extend(_flat_entries(o.logprobs))
-        except asyncio.CancelledError:
-            # The job was cancelled (its caller left): free the engine now; a session streams,
-            # so what it generated so far is known.
-            spend.record(len(call.prompt_ids), len(ids))
-            await self.abort(request_id)
-            raise
-        spend.record(sent, len(ids))
-        if len(ids) < 2 or len(entries) != len(ids):
-            raise EngineFailure("engine returned an incomplete session")
-        read = read_session(
-            spec,
-            self._tokenizer,
-            ids=ids[:-1],  # the last is the verdict chunk's one token
-            read=entries[-1],
-            budget=call.reasoning_tokens,
-            labels=(self._pos_ids, self._neg_ids),
-        )
-        # Counted as the two-request path counts: the rationale (its marker or EOS) and the
-        # read's one token are generated; the rest was fed in, like a prompt.
-        generated = read.rationale_tokens + (read.logit is not None)
-        usage = TokenUsage(
-            prompt_tokens=sent + len(ids) - generated,
-            generated_tokens=generated,
-            cached_tokens=cached,
-            engine_calls=1,
-        )
-        logit = read.logit
-        if logit is None:
-            again = verdict_read_ids(call, self._tokenizer, read.rationale)
-            logit, extra = await self._verdict(again)
-            usage.add(extra)
-        return JudgeResult(
-            logit=logit,
-            rationale=read.rationale,
-            rationale_tokens=read.rationale_tokens,
-            rationale_finish=read.finish,
-            usage=usage,
+        lora = self._adapters.current()
+        return await judge_in_session(
+            self._llm, lora, self._tokenizer, call, spec, self._labels, self._verdict, self.abort
         )
 
     async def _judge_in_one_call(self, call: JudgeCall, spec: OneCall) -> JudgeResult:
-        """Rationale and verdict in one request (engine.verdict_read); the verdict is read
-        again with a second request only when the sequence differs from the two-request one
-        (engine.judging.read_one_call), so the scores are the same either way."""
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        greedy = call.temperature == 0
-        params = SamplingParams(
-            max_tokens=call.reasoning_tokens + len(spec.after) + 1,
-            temperature=call.temperature,
-            seed=call.seed,
-            logprob_token_ids=spec.read_ids(self._pos_ids, self._neg_ids),
-            extra_args=spec.extra_args(call.reasoning_tokens, greedy),
-            output_kind=RequestOutputKind.FINAL_ONLY,
-            flat_logprobs=True,
-        )
-        out = await self._run(call.prompt_ids, params)
-        first = out.outputs[0]
-        table = first.logprobs or []
-
-        def logprobs_at(i: int) -> dict[int, float]:
-            entry = table[i]
-            return {k: lp.logprob for k, lp in entry.items()} if entry else {}
-
-        read = read_one_call(
-            spec,
-            self._tokenizer,
-            ids=first.token_ids,
-            text=first.text,
-            logprobs=logprobs_at,
-            budget=call.reasoning_tokens,
-            greedy=greedy,
-            finish_reason=first.finish_reason,
-            labels=(self._pos_ids, self._neg_ids),
-        )
-        usage = _usage(out)
-        # Counted as the two-request path counts: the rationale (its marker or EOS) and the
-        # read's one token are generated; the forced line was fed in, like a prompt.
-        generated = read.rationale_tokens + (read.logit is not None)
-        usage.prompt_tokens += usage.generated_tokens - generated
-        usage.generated_tokens = generated
-        logit = read.logit
-        if logit is None:
-            ids = verdict_read_ids(call, self._tokenizer, read.rationale)
-            logit, extra = await self._verdict(ids)
-            usage.add(extra)
-        return JudgeResult(
-            logit=logit,
-            rationale=read.rationale,
-            rationale_tokens=read.rationale_tokens,
-            rationale_finish=read.finish,
-            usage=usage,
+        out = await self._run(call.prompt_ids, forced_params(call, spec, self._labels))
+        return await judge_forced(
+            out, _usage(out), self._tokenizer, call, spec, self._labels, self._verdict
         )
 
     async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
