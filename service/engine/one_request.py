@@ -66,7 +66,7 @@ async def judge_in_session(
     entries: list[dict[int, float]] = []
     cached = 0
     try:
-        async for out in _outputs(
+        async for out in vllm_outputs(
             llm, llm.generate(chunks(), rationale, request_id, lora_request=lora)
         ):
             cached = max(cached, int(out.num_cached_tokens or 0))
@@ -182,9 +182,9 @@ def _streamed(labels: Labels, **sampling: Any) -> SamplingParams:
     )
 
 
-async def _outputs(llm: Any, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """Every output of one vLLM request stream; vLLM's own error tree becomes ours (as
-    ``engine.vllm_engine.run_vllm_call``)."""
+async def vllm_outputs(llm: Any, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """Every output of one vLLM request stream (generate or encode); vLLM's own error tree
+    becomes ours: the engine-core process gone is ``EngineUnavailable``."""
     try:
         async for out in stream:
             yield out

@@ -42,9 +42,14 @@ from service.engine.judging import (
     one_call_spec,
     pair_logit,
 )
-from service.engine.one_request import forced_params, judge_forced, judge_in_session
+from service.engine.one_request import (
+    forced_params,
+    judge_forced,
+    judge_in_session,
+    vllm_outputs,
+)
 from service.engine.reaper import start_reaper
-from service.errors import EngineFailure, EngineUnavailable, NotServedByModel
+from service.errors import EngineFailure, NotServedByModel
 from service.ops import spend
 from service.scoring.prompts import token_variants
 from service.scoring.tokenizer import Tokenizer
@@ -110,18 +115,10 @@ def engine_dtype(llm: Any, requested: str) -> str:
 
 
 async def run_vllm_call(llm: Any, stream: AsyncIterator[Any]) -> Any:
-    """The final output of one vLLM request stream (generate or encode); vLLM's own error
-    tree becomes ours: the engine-core process gone is ``EngineUnavailable``."""
+    """The final output of one vLLM request stream (errors as ``vllm_outputs``)."""
     final: Any = None
-    try:
-        async for out in stream:
-            final = out
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # vLLM raises its own tree; callers see one error type
-        if getattr(llm, "errored", False):  # the engine-core process is gone
-            raise EngineUnavailable(f"the engine died: {exc}; retry") from exc
-        raise EngineFailure(f"engine call failed: {exc}") from exc
+    async for out in vllm_outputs(llm, stream):
+        final = out
     if final is None:
         raise EngineFailure("engine returned no output")
     return final
