@@ -237,7 +237,7 @@ def read_session(
     tokenizer: Tokenizer,
     *,
     ids: Sequence[int],
-    read: Mapping[int, float] | None,
+    read: Mapping[int, float],
     budget: int,
     labels: tuple[Sequence[int], Sequence[int]],
 ) -> OneCallRead:
@@ -257,13 +257,8 @@ def read_session(
             text[:cut].rstrip(), _marker_end(tokenizer, kept, spec.marker), "verdict", None
         )
     rationale = text.rstrip()
-    if len(kept) >= budget:
-        finish, tokens = "length", budget
-    elif ids and ids[-1] == spec.end:
-        finish, tokens = "eos", len(kept) + 1
-    else:  # ended otherwise (the context's end): read again
-        return OneCallRead(rationale, len(ids), "length", None)
-    logit = None
-    if read and kept == encode(tokenizer, rationale):
-        logit = pair_logit(read, *labels)
+    # Short of the budget, the chunk stopped at a stop token of the model's (EOS, or another
+    # its generation config names): the context's end is ruled out before the request.
+    finish, tokens = ("length", budget) if len(kept) >= budget else ("eos", len(ids))
+    logit = pair_logit(read, *labels) if kept == encode(tokenizer, rationale) else None
     return OneCallRead(rationale, tokens, finish, logit)

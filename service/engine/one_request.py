@@ -197,13 +197,12 @@ async def vllm_outputs(llm: Any, stream: AsyncIterator[Any]) -> AsyncIterator[An
 
 
 def _entries(logprobs: Any) -> list[dict[int, float]]:
-    """One {token id: logprob} per sampled token, from vLLM's flat (or nested) logprobs."""
+    """One {token id: logprob} per sampled token, from vLLM's flat logprobs (``_streamed``
+    asks for them flat)."""
     if logprobs is None:
         return []
-    starts = getattr(logprobs, "start_indices", None)
-    if starts is None:  # the nested form
-        return [{k: lp.logprob for k, lp in entry.items()} for entry in logprobs]
-    ends, tokens, values = logprobs.end_indices, logprobs.token_ids, logprobs.logprobs
+    starts, ends = logprobs.start_indices, logprobs.end_indices
+    tokens, values = logprobs.token_ids, logprobs.logprobs
     return [
         dict(zip(tokens[a:b], values[a:b], strict=True)) for a, b in zip(starts, ends, strict=True)
     ]

@@ -330,9 +330,15 @@ class VLLMEngine:
     async def _judge_one(self, call: JudgeCall) -> JudgeResult:
         spec = self._one_call_spec(call)
         if spec is not None and self._session:
-            return await self._judge_in_session(call, spec)
+            lora, labels = self._adapters.current(), self._labels
+            return await judge_in_session(
+                self._llm, lora, self._tokenizer, call, spec, labels, self._verdict, self.abort
+            )
         if spec is not None:
-            return await self._judge_in_one_call(call, spec)
+            out = await self._run(call.prompt_ids, forced_params(call, spec, self._labels))
+            return await judge_forced(
+                out, _usage(out), self._tokenizer, call, spec, self._labels, self._verdict
+            )
 
         async def generate(gen: GenerateCall) -> GenerateResult:
             return await self._generate_one(gen)
@@ -354,18 +360,6 @@ class VLLMEngine:
         ):
             return None  # the two-request path says what does not fit
         return spec
-
-    async def _judge_in_session(self, call: JudgeCall, spec: OneCall) -> JudgeResult:
-        lora = self._adapters.current()
-        return await judge_in_session(
-            self._llm, lora, self._tokenizer, call, spec, self._labels, self._verdict, self.abort
-        )
-
-    async def _judge_in_one_call(self, call: JudgeCall, spec: OneCall) -> JudgeResult:
-        out = await self._run(call.prompt_ids, forced_params(call, spec, self._labels))
-        return await judge_forced(
-            out, _usage(out), self._tokenizer, call, spec, self._labels, self._verdict
-        )
 
     async def judge(self, calls: Sequence[JudgeCall]) -> list[JudgeResult]:
         return list(await asyncio.gather(*(self._judge_one(c) for c in calls)))

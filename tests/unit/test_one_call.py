@@ -158,6 +158,9 @@ def test_a_session_that_stopped_at_eos_reads_its_line(tokenizer: Any, spec: OneC
     assert got == OneCallRead("The sum is right.", len(body) + 1, "eos", 1.5)
     first = session(tokenizer, spec, [spec.end])  # EOS first: the line right after the prompt
     assert first == OneCallRead("", 1, "eos", 1.5)
+    # Another stop token of the model's (its generation config may name several) ends it too.
+    other = session(tokenizer, spec, [*body, 7])
+    assert other == OneCallRead("The sum is right.", len(body) + 1, "eos", 1.5)
 
 
 def test_a_session_past_its_budget_keeps_the_budget(tokenizer: Any, spec: OneCall) -> None:
