@@ -53,7 +53,9 @@ class AppState:
         return next(iter(self.queues.values())) if model is None else self.queues[model]
 
 
-def get_state(request: Request) -> AppState:
+# Dependencies are coroutines: FastAPI runs a plain function dependency in its thread pool,
+# a thread handoff per dependency per request that the direct-judgment profile showed.
+async def get_state(request: Request) -> AppState:
     state: AppState = request.app.state.svc
     return state
 
@@ -61,7 +63,7 @@ def get_state(request: Request) -> AppState:
 StateDep = Annotated[AppState, Depends(get_state)]
 
 
-def get_queue(state: StateDep) -> JobQueue:
+async def get_queue(state: StateDep) -> JobQueue:
     if not state.queues or state.status != "ready":
         detail = f": {state.detail}" if state.detail else ""
         raise NotReady(f"the service is {state.status}{detail}; retry when GET /ready says ready")

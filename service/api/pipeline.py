@@ -264,7 +264,9 @@ class JobCall:
         return resp
 
 
-def job_call(request: Request, response: Response, state: StateDep, _ready: QueueDep) -> JobCall:
+async def job_call(
+    request: Request, response: Response, state: StateDep, _ready: QueueDep
+) -> JobCall:
     """The route's JobCall; ``QueueDep`` refuses (503) until the service is ready."""
     return JobCall(state, request, response)
 
