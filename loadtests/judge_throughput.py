@@ -8,7 +8,8 @@ to run (``bench.rotated``).
 
 The whole measurement (every mode, each on a fresh engine) is repeated `--runs` times (default
 3); each run's ratios ours / raw (target >= 0.95) and ours / vLLM server (target >= 1.0) are
-printed, then their median over the runs, and all of it is written to
+printed with the CPU ms a judgment of each server's front process (``FrontCPU``), then their
+median over the runs, and all of it is written to
 out/bench/judge_throughput.json (judge_throughput_compiled.json with --compiled).
 
     verifier bench judge-throughput                # eager (the service default), 3 runs
@@ -22,7 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 from typing import Final
+
+import psutil
 
 from loadtests import bench, harness, phases
 from loadtests.workload import Pair, load_pairs, pretokenize
@@ -38,6 +42,13 @@ NAMES: Final = {
 }
 # ours / baseline: the ratio's name, its baseline and its target
 RATIOS: Final = (("ours_over_raw", "raw", 0.95), ("ours_over_vllm", "vllm", 1.0))
+# CPU ms a judgment of the server's front process (HTTP, and for the service its queue, prompts
+# and tokenization; not the engine's processes): these two share the machine's cores with the
+# forward pass, and the figure does not move with the machine's speed as the rates do.
+FRONT: Final = {
+    "vllm_front_cpu_ms": "vLLM server's front process",
+    "ours_front_cpu_ms": "service's process",
+}
 # The mechanics only: no vLLM server (remote-engine's smoke covers that phase), a few judgments.
 SMOKE: Final = {"runs": 1, "questions": 1, "concurrency": 4, "modes": "raw,ours"}
 
@@ -79,17 +90,49 @@ async def one_run(
         elif mode == "vllm":
             tok = phases.tokenizer(model)
             ids, labels = pretokenize(tok, work + warm), phases.label_ids(tok)
-            with phases.vllm_server(settings, model, args.out / "vllm_server.log") as url:
-                rates[mode] = await phases.vllm_phase(url, ids, labels, work, conc, warm)
+            with phases.vllm_server(settings, model, args.out / "vllm_server.log") as (url, pid):
+                await phases.vllm_phase(url, ids, labels, warm, conc)  # the untimed warm-up
+                with FrontCPU(pid, len(work)) as cpu:
+                    rates[mode] = await phases.vllm_phase(url, ids, labels, work, conc)
+                rates["vllm_front_cpu_ms"] = cpu.ms
         else:
             env = {"VERIFIER_ENGINE__ENFORCE_EAGER": "false"} if args.compiled else {}
-            with harness.service(args.url, args.out / "service.log", env) as (url, _):
-                rates[mode] = await phases.service_phase(url, work, conc, warm)
-    rates = {k: rates[k] for k in NAMES if k in rates}  # the table's order, whatever ran first
+            with harness.service(args.url, args.out / "service.log", env) as (url, pid):
+                await phases.service_phase(url, warm, conc)  # the untimed warm-up
+                with FrontCPU(pid, len(work)) as cpu:
+                    rates[mode] = await phases.service_phase(url, work, conc)
+                if pid is not None:
+                    rates["ours_front_cpu_ms"] = cpu.ms
+    rates = {k: rates[k] for k in (*NAMES, *FRONT) if k in rates}  # the table's order
     for name, base, _ in RATIOS:
         if "ours" in rates and base in rates:
             rates[name] = rates["ours"] / rates[base]
     return rates
+
+
+class FrontCPU:
+    """CPU time (user + system) of one process, its children not counted, over a block: ``ms``
+    a judgment of ``judgments``; no pid (a service this run did not start): nan."""
+
+    def __init__(self, pid: int | None, judgments: int) -> None:
+        self._proc = psutil.Process(pid) if pid is not None else None
+        self._judgments = judgments
+        self._start = 0.0
+        self.ms = math.nan
+
+    def _cpu_s(self) -> float:
+        assert self._proc is not None
+        times = self._proc.cpu_times()
+        return float(times.user + times.system)
+
+    def __enter__(self) -> FrontCPU:
+        if self._proc is not None:
+            self._start = self._cpu_s()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None and exc[0] is None:
+            self.ms = 1000 * (self._cpu_s() - self._start) / self._judgments
 
 
 def print_run(k: int, runs: int, rates: dict[str, float]) -> None:
@@ -97,6 +140,9 @@ def print_run(k: int, runs: int, rates: dict[str, float]) -> None:
     for key, name in NAMES.items():
         if key in rates:
             print(f"    {name:<24} {rates[key]:7.2f} judgments/s")
+    for key, name in FRONT.items():
+        if key in rates:
+            print(f"    {name:<28} {rates[key]:5.2f} CPU ms a judgment")
     print_ratios(rates)
 
 
@@ -146,6 +192,9 @@ async def main() -> None:
             print_ratios(rates)
     print(f"  median over {len(runs)} run(s):")
     print_ratios(median)
+    for key, name in FRONT.items():
+        if key in median:
+            print(f"    {name:<28} {median[key]:5.2f} CPU ms a judgment")
     rec.results = {
         "targets": {name: f">= {target}" for name, _, target in RATIOS},
         "runs": runs,

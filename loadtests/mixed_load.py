@@ -297,7 +297,7 @@ async def run_vllm(
 ) -> dict[str, Any]:
     """``tokens``: the rationale length every reasoning judgment generates."""
     log = args.out / f"mixed_vllm_server_{run}.log"
-    with phases.vllm_server(args.settings, args.model, log) as url:
+    with phases.vllm_server(args.settings, args.model, log) as (url, _):
         async with phases.client(url, plan.reasoning_clients + 1) as client:
 
             async def direct(pair: Pair) -> None:

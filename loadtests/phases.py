@@ -45,9 +45,9 @@ def label_ids(tok: Any) -> list[int]:
 @contextlib.contextmanager
 def vllm_server(
     settings: Settings, model: str, log: Path, *, dev_mode: bool = False
-) -> Iterator[str]:
-    """vLLM's OpenAI server built as the in-process engine is, on a free port; ``dev_mode``
-    opens its /reset_prefix_cache."""
+) -> Iterator[tuple[str, int]]:
+    """vLLM's OpenAI server built as the in-process engine is, on a free port: its URL and the
+    pid of its front (HTTP) process; ``dev_mode`` opens its /reset_prefix_cache."""
     port = free_port()
     with vllm_openai_server(
         settings,
@@ -57,8 +57,8 @@ def vllm_server(
         served_name=SERVED_NAME,
         extra_args=["--uvicorn-log-level", "warning"],
         extra_env={"VLLM_SERVER_DEV_MODE": "1"} if dev_mode else None,
-    ):
-        yield f"http://127.0.0.1:{port}"
+    ) as proc:
+        yield f"http://127.0.0.1:{port}", proc.pid
 
 
 @contextlib.asynccontextmanager

@@ -44,7 +44,7 @@ def servers(args: argparse.Namespace, settings: Settings, model: str) -> Iterato
     if args.vllm_url and args.service_url:
         yield args.vllm_url.rstrip("/"), args.service_url.rstrip("/")
         return
-    with phases.vllm_server(settings, model, args.out / "remote_vllm.log", dev_mode=True) as v:
+    with phases.vllm_server(settings, model, args.out / "remote_vllm.log", dev_mode=True) as (v, _):
         env = {"VERIFIER_ENGINE__BACKEND": "openai", "VERIFIER_ENGINE__OPENAI__BASE_URL": v}
         with harness.service(None, args.out / "remote_service.log", env) as (ours, _):
             yield v, ours
