@@ -53,3 +53,31 @@ async def test_usage_is_labelled_by_route_and_rerank_aliases_share_one_label(
     assert set(calls) == {"/v1/rerank", "/v1/score", "/v1/judge/outcome"}
     assert calls["/v1/rerank"] == 3 * calls["/v1/score"]  # the same documents, three times
     assert calls["/v1/judge/outcome"] == per_request
+
+
+def test_no_route_or_dependency_runs_in_the_thread_pool() -> None:
+    """FastAPI hands every plain-function route or dependency to its thread pool, a thread
+    handoff per request that takes CPU from the engine on a small machine: all are coroutines."""
+    import inspect
+
+    from fastapi.dependencies.models import Dependant
+    from fastapi.routing import APIRoute
+
+    from service.app import create_app
+    from service.config import Settings
+
+    def calls(dependant: Dependant) -> list[Any]:
+        found = [dependant.call] if dependant.call is not None else []
+        for sub in dependant.dependencies:
+            found += calls(sub)
+        return found
+
+    routes = [r for r in create_app(Settings(), run_worker=False).routes if isinstance(r, APIRoute)]
+    assert len(routes) > 20
+    plain = {
+        f"{route.path}: {getattr(call, '__name__', call)}"
+        for route in routes
+        for call in calls(route.dependant)
+        if not inspect.iscoroutinefunction(call)
+    }
+    assert not plain
