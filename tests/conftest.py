@@ -54,11 +54,49 @@ def _uses_engine_fixture(item: pytest.Item) -> bool:
     return False
 
 
+# Under `pytest -n 2` one xdist worker runs every engine test, in collection order, and the
+# other runs the rest beside it (the fast tier fills the core an engine start leaves idle).
+# The scheduler sees node ids only, not markers, so the engine tier is named by file here; a
+# test with the engine marker in a file this does not name fails at collection.
+ENGINE_SCOPE = "the engine tier"
+ENGINE_FILES = frozenset({"tests/deploy/test_dashboard.py", "tests/unit/test_models_convert.py"})
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work an xdist worker takes whole: the engine tier, else one test file."""
+    path = nodeid.split("::", 1)[0]
+    return ENGINE_SCOPE if path.startswith("tests/e2e/") or path in ENGINE_FILES else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineTierScheduling(LoadScopeScheduling):
+        """xdist's loadscope with the engine tier as one scope: one session server, and the
+        test that kills its engine still runs after every other test that uses it."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return EngineTierScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         in_e2e = E2E in Path(str(item.path)).parents
         if (in_e2e or _uses_engine_fixture(item)) and item.get_closest_marker("engine") is None:
             item.add_marker(pytest.mark.engine)
+    strays = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("engine") is not None
+        and xdist_scope(item.nodeid) != ENGINE_SCOPE
+    ]
+    if strays:
+        raise pytest.UsageError(
+            f"engine tests outside tests/e2e and ENGINE_FILES (tests/conftest.py): {strays}; "
+            "under -n they would start a second session server"
+        )
     # A test that kills the session server's engine runs after every other test (sort is
     # stable: the rest keep their order).
     items.sort(key=lambda item: item.get_closest_marker("kills_session_server") is not None)

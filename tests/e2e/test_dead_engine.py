@@ -1,8 +1,8 @@
 """A dead engine is noticed by the health loop of an in-process server: /ready 503, the job in
 flight answered 503, the process exits 1. The test kills the EngineCore process of the session
 server, so it runs after every other test (``kills_session_server``, ordered last by
-tests/conftest.py). (A Redis worker's is the last test of test_cluster.py, on a worker of that
-cluster.)"""
+tests/conftest.py; under ``-n`` one worker runs the whole engine tier in that order). (A Redis
+worker's is the last test of test_cluster.py, on a worker of that cluster.)"""
 
 from __future__ import annotations
 
@@ -45,9 +45,6 @@ def _ready_status(server: ServerProcess, url: str) -> int:
 
 
 def test_in_process_server_notices_its_dead_engine(server: Any) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        # Ordered last in a serial run; an xdist worker could run session-server tests after it.
-        pytest.skip("kills the session server: run it without -n")
     proc: ServerProcess = server.process
     url = server.url
     port = int(url.rsplit(":", 1)[1])

@@ -1,10 +1,13 @@
-"""The fast tier stays fast: a test without the ``engine`` marker cannot start a server."""
+"""The fast tier stays fast: a test without the ``engine`` marker cannot start a server; under
+``-n`` the engine tier is one worker's unit of work."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,3 +46,52 @@ def test_the_process_harness_is_guarded_too(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="is not an engine test"):
         server.start()
     assert not server.alive()
+
+
+@pytest.fixture
+def conftest(request: pytest.FixtureRequest) -> Any:
+    """tests/conftest.py as pytest loaded it (every conftest.py outside a package is imported as
+    the module `conftest`, so `import conftest` gives whichever was loaded last)."""
+    plugin = request.config.pluginmanager.get_plugin(str(Path(__file__).parents[1] / "conftest.py"))
+    assert plugin is not None
+    return plugin
+
+
+def test_the_engine_tier_is_one_unit_of_work_under_xdist(conftest: Any) -> None:
+    scope = conftest.xdist_scope
+    assert scope("tests/e2e/test_outcome.py::test_x[a::b]") == conftest.ENGINE_SCOPE
+    assert {scope(f"{path}::test_x") for path in conftest.ENGINE_FILES} == {conftest.ENGINE_SCOPE}
+    assert scope("tests/unit/test_budget.py::test_x") == "tests/unit/test_budget.py"
+    assert scope("tests/integration/test_queue_redis.py::T::test_x") == (
+        "tests/integration/test_queue_redis.py"
+    )
+
+
+@dataclass
+class _Item:
+    """What the collection hook reads of a test."""
+
+    nodeid: str
+    path: Path
+    markers: list[str]
+
+    def get_closest_marker(self, name: str) -> str | None:
+        return name if name in self.markers else None
+
+    def add_marker(self, marker: pytest.MarkDecorator) -> None:
+        self.markers.append(marker.name)
+
+
+@pytest.mark.parametrize("engine", [False, True])
+def test_an_engine_test_outside_the_engine_tier_files_stops_the_collection(
+    conftest: Any, engine: bool
+) -> None:
+    nodeid = "tests/unit/test_new.py::test_x"
+    item = _Item(nodeid, conftest.ROOT / nodeid.split("::")[0], ["engine"] if engine else [])
+    e2e = _Item("tests/e2e/test_new.py::test_y", conftest.E2E / "test_new.py", [])
+    if engine:
+        with pytest.raises(pytest.UsageError, match="tests/unit/test_new.py::test_x"):
+            conftest.pytest_collection_modifyitems([item, e2e])  # type: ignore[list-item]
+    else:
+        conftest.pytest_collection_modifyitems([item, e2e])  # type: ignore[list-item]
+    assert e2e.markers == ["engine"]  # marked by its folder
