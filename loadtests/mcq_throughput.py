@@ -37,7 +37,7 @@ async def run_raw(
     settings: Settings, model: str, items: list[GoldItem], warm: list[GoldItem], conc: int
 ) -> float:
     from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
+    from vllm.inputs import tokens_input
     from vllm.sampling_params import RequestOutputKind
 
     llm = raw_engine(settings, model)
@@ -58,7 +58,7 @@ async def run_raw(
 
     async def one(item: GoldItem) -> None:
         out = None
-        gen = llm.generate(TokensPrompt(prompt_token_ids=ids[item.id]), params, f"m{next(counter)}")
+        gen = llm.generate(tokens_input(ids[item.id]), params, f"m{next(counter)}")
         async for item_out in gen:
             out = item_out
         assert out is not None

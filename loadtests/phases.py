@@ -148,7 +148,7 @@ async def raw_phase(
     """``pairs`` through a bare in-process engine (``raw_engine``), started and shut down here,
     as prompt ids made before the clock starts."""
     from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
+    from vllm.inputs import tokens_input
     from vllm.sampling_params import RequestOutputKind
 
     llm = raw_engine(settings, model)
@@ -165,7 +165,7 @@ async def raw_phase(
 
     async def one(pair: Pair) -> float:
         out = None
-        gen = llm.generate(TokensPrompt(prompt_token_ids=ids[pair]), params, f"r{next(counter)}")
+        gen = llm.generate(tokens_input(ids[pair]), params, f"r{next(counter)}")
         async for item in gen:
             out = item
         assert out is not None

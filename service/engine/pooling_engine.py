@@ -169,7 +169,7 @@ class PoolingEngine:
 
     async def _pool_one(self, call: PoolCall) -> PoolResult:
         from vllm import PoolingParams
-        from vllm.inputs import TokensPrompt
+        from vllm.inputs import tokens_input
 
         from service.errors import ContextTooLong
 
@@ -187,9 +187,8 @@ class PoolingEngine:
             task=call.task,  # type: ignore[arg-type]
             use_activation=call.use_activation,
         )
-        stream = self._llm.encode(
-            TokensPrompt(prompt_token_ids=list(call.prompt_ids)), params, uuid.uuid4().hex
-        )
+        # A rendered input: no thread hop through vLLM's renderer (``VLLMEngine._run``).
+        stream = self._llm.encode(tokens_input(list(call.prompt_ids)), params, uuid.uuid4().hex)
         try:
             out = await run_vllm_call(self._llm, stream)
         except asyncio.CancelledError:

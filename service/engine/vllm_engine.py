@@ -288,11 +288,13 @@ class VLLMEngine:
         return self._info
 
     async def _run(self, prompt_ids: Sequence[int], params: SamplingParams) -> RequestOutput:
-        from vllm.inputs import TokensPrompt
+        from vllm.inputs import tokens_input
 
         request_id = uuid.uuid4().hex
+        # A rendered input, not a TokensPrompt: vLLM hands a raw prompt to its renderer's
+        # thread pool, one thread hop a request for ids that need no tokenizing.
         stream = self._llm.generate(
-            TokensPrompt(prompt_token_ids=list(prompt_ids)),
+            tokens_input(list(prompt_ids)),
             params,
             request_id,
             lora_request=self._adapters.current(),
