@@ -1,35 +1,40 @@
 """Direct-judgment throughput: raw vLLM engine vs vLLM's OpenAI server vs this service.
 
 Workload: the first 64 questions x 4 solutions of gsm8k/example_model_solutions.jsonl = 256
-direct judgments, 32 concurrent clients. Every mode gets a fresh engine (so the workload's
-prefix cache is cold), identical engine settings and identical prompt token ids, and a warm-up
-of 8 judgments on other questions before the clock starts; the modes' order rotates from run
-to run (``bench.rotated``).
+direct judgments, 32 concurrent clients. Each run starts every mode on a fresh engine (so the
+workload's prefix cache is cold), with identical engine settings and identical prompt token
+ids, and warms each with 8 judgments on other questions. Then the modes take turns: the work is
+cut into ``--rounds`` slices of whole questions (default 4), and each slice goes through every
+mode, one at a time, before the next slice, the order rotated from slice to slice
+(``bench.rotated``). A machine whose speed drifts over minutes then slows every mode alike,
+where one mode after the other put a minute of drift between them.
 
-The whole measurement (every mode, each on a fresh engine) is repeated `--runs` times (default
-3); each run's ratios ours / raw (target >= 0.95) and ours / vLLM server (target >= 1.0) are
-printed with the CPU ms a judgment of each server's front process (``FrontCPU``), then their
-median over the runs, and all of it is written to
+The whole measurement is repeated `--runs` times (default 3); each run's ratios ours / raw
+(target >= 0.95) and ours / vLLM server (target >= 1.0) are printed with the CPU ms a judgment
+of each server's front process (``FrontCPU``), then their median over the runs, and all of it
+is written to
 out/bench/judge_throughput.json (judge_throughput_compiled.json with --compiled).
 
     verifier bench judge-throughput                # eager (the service default), 3 runs
     verifier bench judge-throughput --runs 1
     verifier bench judge-throughput --compiled     # torch.compile (slow start)
     verifier bench judge-throughput --modes ours   # one mode only
-    verifier bench judge-throughput --smoke [--url URL]   # raw and ours, 4 judgments, 1 run
+    verifier bench judge-throughput --smoke [--url URL]   # raw and ours, 8 judgments, 1 run
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import math
-from typing import Final
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
 
 import psutil
 
 from loadtests import bench, harness, phases
-from loadtests.workload import Pair, load_pairs, pretokenize
+from loadtests.workload import Pair, drive, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
 from service.engine.vllm_engine import configure_vllm_env
@@ -50,13 +55,19 @@ FRONT: Final = {
     "ours_front_cpu_ms": "service's process",
 }
 # The mechanics only: no vLLM server (remote-engine's smoke covers that phase), a few judgments.
-SMOKE: Final = {"runs": 1, "questions": 1, "concurrency": 4, "modes": "raw,ours"}
+SMOKE: Final = {"runs": 1, "questions": 2, "concurrency": 4, "modes": "raw,ours"}
+# vLLM's engine processes busy-poll their queues for 1 s after their last message (its
+# shm_broadcast ``busy_loop_s``): a mode's turn starts once the one before is quiet.
+QUIET_S: Final = 2.0
 
 
 def parse_args() -> argparse.Namespace:
     ap = bench.parser(NAME, __doc__, runs=3, smoke=SMOKE)
     ap.add_argument("--questions", type=int, default=64, help="questions (x4 solutions)")
     ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument(
+        "--rounds", type=int, default=4, help="slices of the work the modes take turns on"
+    )
     ap.add_argument("--modes", default="raw,vllm,ours", help="a comma list of raw, vllm, ours")
     ap.add_argument("--compiled", action="store_true", help="torch.compile instead of eager")
     ap.add_argument(
@@ -65,8 +76,8 @@ def parse_args() -> argparse.Namespace:
         "per run here",
     )
     args = ap.parse()
-    if args.runs < 1:
-        ap.error("--runs: at least 1")
+    if args.runs < 1 or args.rounds < 1:
+        ap.error("--runs and --rounds: at least 1")
     args.modes = [m for m in NAMES if m in args.modes.split(",")]
     if not args.modes:
         ap.error(f"--modes: a comma list of {', '.join(NAMES)}")
@@ -81,33 +92,80 @@ async def one_run(
     work: list[Pair],
     warm: list[Pair],
 ) -> dict[str, float]:
-    """Every mode once in ``order``, each on a fresh engine; judgments/s and the ratios."""
+    """Every mode on its own fresh engine, all up at once and taking turns: ``work`` in
+    ``args.rounds`` slices of whole questions, each slice through every mode (the order rotated
+    from slice to slice) before the next; a mode's rate is its judgments over its time."""
     conc = args.concurrency
-    rates: dict[str, float] = {}
-    for mode in order:
-        if mode == "raw":
-            rates[mode] = await phases.raw_phase(settings, model, work, conc, warm)
-        elif mode == "vllm":
-            tok = phases.tokenizer(model)
-            ids, labels = pretokenize(tok, work + warm), phases.label_ids(tok)
-            with phases.vllm_server(settings, model, args.out / "vllm_server.log") as (url, pid):
-                await phases.vllm_phase(url, ids, labels, warm, conc)  # the untimed warm-up
-                with FrontCPU(pid, len(work)) as cpu:
-                    rates[mode] = await phases.vllm_phase(url, ids, labels, work, conc)
-                rates["vllm_front_cpu_ms"] = cpu.ms
-        else:
-            env = {"VERIFIER_ENGINE__ENFORCE_EAGER": "false"} if args.compiled else {}
-            with harness.service(args.url, args.out / "service.log", env) as (url, pid):
-                await phases.service_phase(url, warm, conc)  # the untimed warm-up
-                with FrontCPU(pid, len(work)) as cpu:
-                    rates[mode] = await phases.service_phase(url, work, conc)
-                if pid is not None:
-                    rates["ours_front_cpu_ms"] = cpu.ms
+    async with contextlib.AsyncExitStack() as stack:
+        ones: dict[str, Judge] = {}
+        pids: dict[str, int | None] = {}
+        for mode in order:  # one start at a time: a start's imports would slow another's
+            ones[mode], pids[mode] = await _open(stack, args, settings, model, mode, work + warm)
+        for mode in order:
+            await drive(warm, conc, ones[mode])  # the untimed warm-up
+        seconds = dict.fromkeys(order, 0.0)
+        cpu_ms = dict.fromkeys(order, 0.0)
+        slices = _slices(work, args.rounds)
+        for part, turn in zip(slices, bench.rotated(order, len(slices)), strict=True):
+            for mode in turn:
+                # vLLM's processes busy-poll their queues for a second after their last message:
+                # the mode before must be quiet before this one is timed.
+                await asyncio.sleep(QUIET_S)
+                with FrontCPU(pids[mode], len(part)) as cpu:
+                    seconds[mode] += len(part) / await drive(part, conc, ones[mode])
+                cpu_ms[mode] += cpu.ms * len(part)
+    rates = {mode: len(work) / seconds[mode] for mode in order}
+    for mode, key in (("vllm", "vllm_front_cpu_ms"), ("ours", "ours_front_cpu_ms")):
+        if mode in order and pids[mode] is not None:
+            rates[key] = cpu_ms[mode] / len(work)
     rates = {k: rates[k] for k in (*NAMES, *FRONT) if k in rates}  # the table's order
     for name, base, _ in RATIOS:
         if "ours" in rates and base in rates:
             rates[name] = rates["ours"] / rates[base]
     return rates
+
+
+Judge = Callable[[Pair], Awaitable[Any]]
+
+
+async def _open(
+    stack: contextlib.AsyncExitStack,
+    args: argparse.Namespace,
+    settings: Settings,
+    model: str,
+    mode: str,
+    pairs: list[Pair],
+) -> tuple[Judge, int | None]:
+    """``mode``'s server, up until ``stack`` closes: one judgment, and the pid of the front
+    process whose CPU is measured (None: none, or a service this run did not start)."""
+    if mode == "raw":
+        return stack.enter_context(phases.raw_judge(settings, model, pairs)), None
+    if mode == "vllm":
+        tok = phases.tokenizer(model)
+        ids, labels = pretokenize(tok, pairs), phases.label_ids(tok)
+        url, pid = stack.enter_context(
+            phases.vllm_server(settings, model, args.out / "vllm_server.log")
+        )
+        c = await stack.enter_async_context(phases.client(url, args.concurrency))
+        return (lambda p: phases.verdict(c, ids[p], labels)), pid
+    env = {"VERIFIER_ENGINE__ENFORCE_EAGER": "false"} if args.compiled else {}
+    url, spid = stack.enter_context(harness.service(args.url, args.out / "service.log", env))
+    sc = await stack.enter_async_context(phases.client(url, args.concurrency))
+    return (lambda p: phases.judge(sc, p)), spid
+
+
+def _slices(work: list[Pair], rounds: int) -> list[list[Pair]]:
+    """``work`` in at most ``rounds`` consecutive slices of whole questions (a question's
+    solutions share its prompt's prefix, so they stay in one slice as in one long run)."""
+    questions: dict[str, list[Pair]] = {}
+    for pair in work:
+        questions.setdefault(pair[0], []).append(pair)
+    groups = list(questions.values())
+    k = min(rounds, len(groups))
+    return [
+        [p for g in groups[i * len(groups) // k : (i + 1) * len(groups) // k] for p in g]
+        for i in range(k)
+    ]
 
 
 class FrontCPU:
@@ -171,6 +229,7 @@ async def main() -> None:
             "mode": mode,
             "modes": args.modes,
             "runs": args.runs,
+            "rounds": args.rounds,
             "orders": orders,
             "warm_judgments": len(warm),
             "service_url_given": bool(args.url),

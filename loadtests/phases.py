@@ -142,11 +142,12 @@ async def vllm_phase(
         return await timed(pairs, concurrency, lambda p: verdict(c, ids[p], labels), warm)
 
 
-async def raw_phase(
-    settings: Settings, model: str, pairs: list[Pair], concurrency: int, warm: Sequence[Pair] = ()
-) -> float:
-    """``pairs`` through a bare in-process engine (``raw_engine``), started and shut down here,
-    as prompt ids made before the clock starts."""
+@contextlib.contextmanager
+def raw_judge(
+    settings: Settings, model: str, pairs: Sequence[Pair]
+) -> Iterator[Callable[[Pair], Awaitable[float]]]:
+    """A bare in-process engine (``raw_engine``), up while the block runs: one judgment of any
+    of ``pairs`` (its logit), from prompt ids made here, before any clock starts."""
     from vllm import SamplingParams
     from vllm.inputs import tokens_input
     from vllm.sampling_params import RequestOutputKind
@@ -161,7 +162,7 @@ async def raw_phase(
         output_kind=RequestOutputKind.FINAL_ONLY,
     )
     counter = iter(range(10**9))
-    ids = pretokenize(tok, [*pairs, *warm])
+    ids = pretokenize(tok, list(pairs))
 
     async def one(pair: Pair) -> float:
         out = None
@@ -173,6 +174,6 @@ async def raw_phase(
         return float(lp[labels[0]].logprob - lp[labels[1]].logprob)
 
     try:
-        return await timed(pairs, concurrency, one, warm)
+        yield one
     finally:
         llm.shutdown()
