@@ -1,6 +1,7 @@
 """Pure pieces of the benchmarks: percentiles, GSM8K answers, majority vote, the open-loop
 schedule and its target check, Best-of-N selection and baselines of the tradeoff, the reward
-bursts and their figures, the group calls' requests and figures."""
+bursts and their figures, the group calls' requests and figures, the direct-judgment turns'
+slices."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests import bench, group_calls, load, rewards, tradeoff
+from loadtests import bench, group_calls, judge_throughput, load, rewards, tradeoff
 from loadtests.harness import ROOT
 from loadtests.stats import argmax_first, final_answer, majority_pick, percentile, summary
 from service.scoring.bestofn import BestOfNItem, Candidate
@@ -390,3 +391,13 @@ def test_the_batch_histogram_is_read_with_prometheus_parser() -> None:
         "verifier_batch_size_sum": 16.0,
         "verifier_batch_size_count": 4.0,
     }
+
+
+def test_judge_throughput_slices_keep_each_question_whole_and_cover_the_work() -> None:
+    work = [(f"q{q}", f"s{s}") for q in range(10) for s in range(4)]
+    slices = judge_throughput._slices(work, 4)
+    assert [p for part in slices for p in part] == work  # all of it, in order, once
+    assert [len(part) for part in slices] == [8, 12, 8, 12]  # 10 questions in 4 turns
+    for part in slices:  # a question's solutions share its prefix: never split between turns
+        assert all(sum(q == p[0] for p in part) == 4 for q, _ in part)
+    assert len(judge_throughput._slices(work[:8], 4)) == 2  # no more turns than questions
