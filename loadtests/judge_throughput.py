@@ -108,9 +108,7 @@ async def one_run(
         slices = _slices(work, args.rounds)
         for part, turn in zip(slices, bench.rotated(order, len(slices)), strict=True):
             for mode in turn:
-                # vLLM's processes busy-poll their queues for a second after their last message:
-                # the mode before must be quiet before this one is timed.
-                await asyncio.sleep(QUIET_S)
+                await asyncio.sleep(QUIET_S)  # the mode before is quiet (see QUIET_S)
                 with FrontCPU(pids[mode], len(part)) as cpu:
                     seconds[mode] += len(part) / await drive(part, conc, ones[mode])
                 cpu_ms[mode] += cpu.ms * len(part)
