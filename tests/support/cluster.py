@@ -220,11 +220,16 @@ def busy_worker(cluster: Cluster, timeout: float = 60) -> Proc:
 
 
 def freeze_busy_worker(cluster: Cluster, timeout: float = 60) -> tuple[Proc, int]:
-    """SIGSTOP a worker that still holds pending jobs *while stopped* (checked after the stop,
-    since on a slow CPU a worker found busy may finish its jobs before the signal lands)."""
+    """SIGSTOP a worker that has jobs running and still holds pending jobs *while stopped*
+    (checked after the stop, since on a slow CPU a worker found busy may finish its jobs
+    before the signal lands). Running, not only held: a job it pulled but had not started
+    is skipped on resume once another worker took it, so it never runs twice."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         worker = busy_worker(cluster, timeout)
+        if metric(worker.port, "verifier_worker_inflight_jobs") < 1:
+            time.sleep(0.01)
+            continue
         worker.signal(signal.SIGSTOP)
         held = pending_by_pid(cluster).get(worker.popen.pid, 0)
         if held > 0:
