@@ -54,17 +54,26 @@ def _uses_engine_fixture(item: pytest.Item) -> bool:
     return False
 
 
-# Under `pytest -n 2` one xdist worker runs every engine test, in collection order, and the
-# other runs the rest beside it (the fast tier fills the core an engine start leaves idle).
-# The scheduler sees node ids only, not markers, so the engine tier is named by file here; a
-# test with the engine marker in a file this does not name fails at collection.
+# Under `pytest -n 2` one xdist worker runs every engine test of the session servers, in
+# collection order, and the other runs the rest beside it (the fast tier fills the core an
+# engine start leaves idle). The scheduler sees node ids only, not markers, so the engine tier
+# is named by file here; a test with the engine marker in a file this does not name fails at
+# collection.
 ENGINE_SCOPE = "the engine tier"
 ENGINE_FILES = frozenset({"tests/deploy/test_dashboard.py", "tests/unit/test_models_convert.py"})
+# Engine modules that start servers of their own on small models and compute little: the other
+# worker runs them first, beside the engine tier, since an engine start is mostly one core's
+# imports and the engine tier left the second core idle for most of its run. They must not use
+# the session servers (that would start a second one on the other worker).
+SIDE_SCOPE = "the side engine tier"
+SIDE_FILES = frozenset({"tests/e2e/test_pooling_http.py", "tests/e2e/test_models_http.py"})
 
 
 def xdist_scope(nodeid: str) -> str:
-    """The unit of work an xdist worker takes whole: the engine tier, else one test file."""
+    """The unit of work an xdist worker takes whole: one of the engine tiers, else one file."""
     path = nodeid.split("::", 1)[0]
+    if path in SIDE_FILES:
+        return SIDE_SCOPE
     return ENGINE_SCOPE if path.startswith("tests/e2e/") or path in ENGINE_FILES else path
 
 
@@ -73,10 +82,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class EngineTierScheduling(LoadScopeScheduling):
         """xdist's loadscope with the engine tier as one scope: one session server, and the
-        test that kills its engine still runs after every other test that uses it."""
+        test that kills its engine still runs after every other test that uses it. The engine
+        tier goes to the first worker and the side tier to the next, before any other file."""
 
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            for first in (ENGINE_SCOPE, SIDE_SCOPE):
+                if first in self.workqueue:
+                    self.workqueue.move_to_end(first, last=False)
+                    break
+            super()._assign_work_unit(node)
 
     return EngineTierScheduling(config, log)
 
@@ -89,13 +106,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     strays = [
         item.nodeid
         for item in items
-        if item.get_closest_marker("engine") is not None
-        and xdist_scope(item.nodeid) != ENGINE_SCOPE
+        if (
+            item.get_closest_marker("engine") is not None
+            and xdist_scope(item.nodeid) not in (ENGINE_SCOPE, SIDE_SCOPE)
+        )
+        or (xdist_scope(item.nodeid) == SIDE_SCOPE and _uses_engine_fixture(item))
     ]
     if strays:
         raise pytest.UsageError(
-            f"engine tests outside tests/e2e and ENGINE_FILES (tests/conftest.py): {strays}; "
-            "under -n they would start a second session server"
+            f"engine tests outside tests/e2e and ENGINE_FILES, or session-server tests in "
+            f"SIDE_FILES (tests/conftest.py): {strays}; under -n they would start a second "
+            "session server"
         )
     # A test that kills the session server's engine runs after every other test (sort is
     # stable: the rest keep their order).

@@ -146,6 +146,14 @@ def test_unknown_route_uses_error_shape(server: Any) -> None:
     assert r.json()["error"]["type"] == "not_found"
 
 
+def test_classify_and_pooling_on_the_generative_judge_are_refused(server: Any) -> None:
+    r = httpx.post(server.url + "/classify", json={"input": "hello"}, timeout=60)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["type"] == "not_served_by_model"
+    r = httpx.post(server.url + "/pooling", json={"input": "hello"}, timeout=60)
+    assert r.status_code == 422
+
+
 def test_server_still_healthy_after_bad_inputs(server: Any) -> None:
     r = post(server.url, "/v1/judge/outcome", json=GOOD)
     assert r.status_code == 200

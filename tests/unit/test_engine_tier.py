@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -61,6 +62,7 @@ def test_the_engine_tier_is_one_unit_of_work_under_xdist(conftest: Any) -> None:
     scope = conftest.xdist_scope
     assert scope("tests/e2e/test_outcome.py::test_x[a::b]") == conftest.ENGINE_SCOPE
     assert {scope(f"{path}::test_x") for path in conftest.ENGINE_FILES} == {conftest.ENGINE_SCOPE}
+    assert {scope(f"{path}::test_x") for path in conftest.SIDE_FILES} == {conftest.SIDE_SCOPE}
     assert scope("tests/unit/test_budget.py::test_x") == "tests/unit/test_budget.py"
     assert scope("tests/integration/test_queue_redis.py::T::test_x") == (
         "tests/integration/test_queue_redis.py"
@@ -95,3 +97,52 @@ def test_an_engine_test_outside_the_engine_tier_files_stops_the_collection(
     else:
         conftest.pytest_collection_modifyitems([item, e2e])  # type: ignore[list-item]
     assert e2e.markers == ["engine"]  # marked by its folder
+
+
+def test_a_side_tier_test_on_a_session_server_stops_the_collection(conftest: Any) -> None:
+    (path,) = sorted(conftest.SIDE_FILES)[:1]
+    item = _Item(f"{path}::test_x", conftest.ROOT / path, [])
+    conftest.pytest_collection_modifyitems([item])  # type: ignore[list-item]
+    assert item.markers == ["engine"]
+    # A fixture named as a session server's and defined in tests/conftest.py.
+    defs = {"server": [SimpleNamespace(func=conftest.xdist_scope)]}
+    item._fixtureinfo = SimpleNamespace(name2fixturedefs=defs)  # type: ignore[attr-defined]
+    with pytest.raises(pytest.UsageError, match=f"{path}::test_x"):
+        conftest.pytest_collection_modifyitems([item])  # type: ignore[list-item]
+
+
+@dataclass(eq=False)  # hashed by identity, as the scheduler keys its workers
+class _Node:
+    """An xdist worker as the scheduler sees it."""
+
+    sent: list[list[int]] = field(default_factory=list)
+    shutting_down: bool = False
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.append(indexes)
+
+
+def test_the_engine_tier_goes_to_the_first_worker_and_the_side_tier_to_the_next(
+    conftest: Any,
+) -> None:
+    side = sorted(conftest.SIDE_FILES)[0]
+    # Collection order with the fast tier's largest file first, as loadscope's reorder leaves it.
+    ids = [
+        "tests/unit/test_big.py::test_1",
+        "tests/unit/test_big.py::test_2",
+        f"{side}::test_3",
+        "tests/e2e/test_outcome.py::test_4",
+        "tests/unit/test_small.py::test_5",
+    ]
+    config = SimpleNamespace(getvalue={"tx": ["2*popen"]}.__getitem__)  # what `-n 2` sets
+    scheduler = conftest.pytest_xdist_make_scheduler(config, None)
+    nodes = [_Node(), _Node()]
+    for node in nodes:
+        scheduler.registered_collections[node] = ids
+    for nodeid in ids:
+        scheduler.workqueue.setdefault(conftest.xdist_scope(nodeid), {})[nodeid] = False
+    for node in nodes:
+        scheduler._assign_work_unit(node)
+    assert [node.sent for node in nodes] == [[[3]], [[2]]]
+    scheduler._assign_work_unit(nodes[0])
+    assert nodes[0].sent[-1] == [0, 1]  # then the rest, in the order it was queued
