@@ -62,9 +62,9 @@ def _uses_engine_fixture(item: pytest.Item) -> bool:
 ENGINE_SCOPE = "the engine tier"
 ENGINE_FILES = frozenset({"tests/deploy/test_dashboard.py", "tests/unit/test_models_convert.py"})
 # Engine modules that start servers of their own on small models and compute little: the other
-# worker runs them first, beside the engine tier, since an engine start is mostly one core's
-# imports and the engine tier left the second core idle for most of its run. They must not use
-# the session servers (that would start a second one on the other worker).
+# worker runs them after the fast tier, beside the engine tier, since an engine start is mostly
+# one core's imports and the engine tier left the second core idle for most of its run. They
+# must not use the session servers (that would start a second one on the other worker).
 SIDE_SCOPE = "the side engine tier"
 SIDE_FILES = frozenset({"tests/e2e/test_pooling_http.py", "tests/e2e/test_models_http.py"})
 
@@ -83,16 +83,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class EngineTierScheduling(LoadScopeScheduling):
         """xdist's loadscope with the engine tier as one scope: one session server, and the
         test that kills its engine still runs after every other test that uses it. The engine
-        tier goes to the first worker and the side tier to the next, before any other file."""
+        tier goes to the first worker; the side tier waits behind every other file, so its
+        engine starts come after the session server's (together they slowed both)."""
 
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(nodeid)
 
         def _assign_work_unit(self, node: Any) -> None:
-            for first in (ENGINE_SCOPE, SIDE_SCOPE):
-                if first in self.workqueue:
-                    self.workqueue.move_to_end(first, last=False)
-                    break
+            if ENGINE_SCOPE in self.workqueue:
+                self.workqueue.move_to_end(ENGINE_SCOPE, last=False)
+            if SIDE_SCOPE in self.workqueue:
+                self.workqueue.move_to_end(SIDE_SCOPE)
             super()._assign_work_unit(node)
 
     return EngineTierScheduling(config, log)

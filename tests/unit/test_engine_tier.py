@@ -122,7 +122,7 @@ class _Node:
         self.sent.append(indexes)
 
 
-def test_the_engine_tier_goes_to_the_first_worker_and_the_side_tier_to_the_next(
+def test_the_engine_tier_goes_to_the_first_worker_and_the_side_tier_after_the_fast_files(
     conftest: Any,
 ) -> None:
     side = sorted(conftest.SIDE_FILES)[0]
@@ -143,6 +143,8 @@ def test_the_engine_tier_goes_to_the_first_worker_and_the_side_tier_to_the_next(
         scheduler.workqueue.setdefault(conftest.xdist_scope(nodeid), {})[nodeid] = False
     for node in nodes:
         scheduler._assign_work_unit(node)
-    assert [node.sent for node in nodes] == [[[3]], [[2]]]
-    scheduler._assign_work_unit(nodes[0])
-    assert nodes[0].sent[-1] == [0, 1]  # then the rest, in the order it was queued
+    assert [node.sent for node in nodes] == [[[3]], [[0, 1]]]
+    scheduler._assign_work_unit(nodes[1])
+    assert nodes[1].sent[-1] == [4]  # the fast files in the order they were queued
+    scheduler._assign_work_unit(nodes[1])
+    assert nodes[1].sent[-1] == [2]  # the side tier last, whichever worker asks
