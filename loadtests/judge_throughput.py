@@ -11,8 +11,10 @@ where one mode after the other put a minute of drift between them.
 
 The whole measurement is repeated `--runs` times (default 3); each run's ratios ours / raw
 (target >= 0.95) and ours / vLLM server (target >= 1.0) are printed with the CPU ms a judgment
-of each server's front process (``FrontCPU``), then their median over the runs, and all of it
-is written to
+of each server's front process (``FrontCPU``) and what each mode's engine did over its turns,
+read from vLLM's own counters (engine steps a judgment, prompt tokens a step, the share of
+prompt tokens read from the prefix cache), then their median over the runs, and all of it is
+written to
 out/bench/judge_throughput.json (judge_throughput_compiled.json with --compiled).
 
     verifier bench judge-throughput                # eager (the service default), 3 runs
@@ -28,12 +30,13 @@ import argparse
 import asyncio
 import contextlib
 import math
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import psutil
 
-from loadtests import bench, harness, phases
+from loadtests import bench, harness, metrics_text, phases
 from loadtests.workload import Pair, drive, load_pairs, pretokenize
 from service.config import Settings
 from service.engine.models import resolve_model
@@ -53,6 +56,13 @@ RATIOS: Final = (("ours_over_raw", "raw", 0.95), ("ours_over_vllm", "vllm", 1.0)
 FRONT: Final = {
     "vllm_front_cpu_ms": "vLLM server's front process",
     "ours_front_cpu_ms": "service's process",
+}
+# What each mode's engine did over its turns (vLLM's counters; the raw engine's are in this
+# process's registry): the same work in more steps, or with fewer prefix-cache hits, is slower.
+ENGINE: Final = {
+    "steps_a_judgment": "engine steps a judgment",
+    "tokens_a_step": "prompt tokens a step",
+    "cached_share": "share of prompt tokens cached",
 }
 # The mechanics only: no vLLM server (remote-engine's smoke covers that phase), a few judgments.
 SMOKE: Final = {"runs": 1, "questions": 2, "concurrency": 4, "modes": "raw,ours"}
@@ -99,24 +109,34 @@ async def one_run(
     async with contextlib.AsyncExitStack() as stack:
         ones: dict[str, Judge] = {}
         pids: dict[str, int | None] = {}
+        scrapes: dict[str, metrics_text.Scrape] = {}
         for mode in order:  # one start at a time: a start's imports would slow another's
-            ones[mode], pids[mode] = await _open(stack, args, settings, model, mode, work + warm)
+            ones[mode], pids[mode], scrapes[mode] = await _open(
+                stack, args, settings, model, mode, work + warm
+            )
         for mode in order:
             await drive(warm, conc, ones[mode])  # the untimed warm-up
         seconds = dict.fromkeys(order, 0.0)
         cpu_ms = dict.fromkeys(order, 0.0)
+        counts: dict[str, Counter[str]] = {mode: Counter() for mode in order}
         slices = _slices(work, args.rounds)
         for part, turn in zip(slices, bench.rotated(order, len(slices)), strict=True):
             for mode in turn:
                 await asyncio.sleep(QUIET_S)  # the mode before is quiet (see QUIET_S)
+                engine = metrics_text.EngineWindow(scrapes[mode])
+                await engine.open()
                 with FrontCPU(pids[mode], len(part)) as cpu:
                     seconds[mode] += len(part) / await drive(part, conc, ones[mode])
                 cpu_ms[mode] += cpu.ms * len(part)
+                counts[mode].update((await engine.close(1.0))["counts"])
     rates = {mode: len(work) / seconds[mode] for mode in order}
     for mode, key in (("vllm", "vllm_front_cpu_ms"), ("ours", "ours_front_cpu_ms")):
         if mode in order and pids[mode] is not None:
             rates[key] = cpu_ms[mode] / len(work)
-    rates = {k: rates[k] for k in (*NAMES, *FRONT) if k in rates}  # the table's order
+    for mode in order:
+        rates.update(_engine_figures(mode, counts[mode], len(work)))
+    engine_keys = [f"{mode}_{key}" for mode in NAMES for key in ENGINE]
+    rates = {k: rates[k] for k in (*NAMES, *FRONT, *engine_keys) if k in rates}  # table order
     for name, base, _ in RATIOS:
         if "ours" in rates and base in rates:
             rates[name] = rates["ours"] / rates[base]
@@ -126,6 +146,16 @@ async def one_run(
 Judge = Callable[[Pair], Awaitable[Any]]
 
 
+def _engine_figures(mode: str, c: Counter[str], judgments: int) -> dict[str, float]:
+    """``ENGINE``'s figures of one mode from its engine's counters over its turns."""
+    steps, prompt = max(c["steps"], 1.0), max(c["prompt_tokens"], 1.0)
+    return {
+        f"{mode}_steps_a_judgment": c["steps"] / judgments,
+        f"{mode}_tokens_a_step": (c["prompt_tokens"] - c["cached_prompt_tokens"]) / steps,
+        f"{mode}_cached_share": c["cached_prompt_tokens"] / prompt,
+    }
+
+
 async def _open(
     stack: contextlib.AsyncExitStack,
     args: argparse.Namespace,
@@ -133,11 +163,13 @@ async def _open(
     model: str,
     mode: str,
     pairs: list[Pair],
-) -> tuple[Judge, int | None]:
-    """``mode``'s server, up until ``stack`` closes: one judgment, and the pid of the front
-    process whose CPU is measured (None: none, or a service this run did not start)."""
+) -> tuple[Judge, int | None, metrics_text.Scrape]:
+    """``mode``'s server, up until ``stack`` closes: one judgment, the pid of the front
+    process whose CPU is measured (None: none, or a service this run did not start), and its
+    engine's /metrics page."""
     if mode == "raw":
-        return stack.enter_context(phases.raw_judge(settings, model, pairs)), None
+        judge = stack.enter_context(phases.raw_judge(settings, model, pairs))
+        return judge, None, metrics_text.scrape_here()
     if mode == "vllm":
         tok = phases.tokenizer(model)
         ids, labels = pretokenize(tok, pairs), phases.label_ids(tok)
@@ -145,11 +177,11 @@ async def _open(
             phases.vllm_server(settings, model, args.out / "vllm_server.log")
         )
         c = await stack.enter_async_context(phases.client(url, args.concurrency))
-        return (lambda p: phases.verdict(c, ids[p], labels)), pid
+        return (lambda p: phases.verdict(c, ids[p], labels)), pid, metrics_text.scrape_with(c)
     env = {"VERIFIER_ENGINE__ENFORCE_EAGER": "false"} if args.compiled else {}
     url, spid = stack.enter_context(harness.service(args.url, args.out / "service.log", env))
     sc = await stack.enter_async_context(phases.client(url, args.concurrency))
-    return (lambda p: phases.judge(sc, p)), spid
+    return (lambda p: phases.judge(sc, p)), spid, metrics_text.scrape_with(sc)
 
 
 def _slices(work: list[Pair], rounds: int) -> list[list[Pair]]:
@@ -199,6 +231,11 @@ def print_run(k: int, runs: int, rates: dict[str, float]) -> None:
     for key, name in FRONT.items():
         if key in rates:
             print(f"    {name:<28} {rates[key]:5.2f} CPU ms a judgment")
+    for mode, name in NAMES.items():
+        figures = [f"{rates[f'{mode}_{k}']:.3g} {what}" for k, what in ENGINE.items()
+                   if f"{mode}_{k}" in rates]  # fmt: skip
+        if figures:
+            print(f"    {name:<24} engine: {', '.join(figures)}")
     print_ratios(rates)
 
 

@@ -54,8 +54,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Final
 
-import httpx
-
 from loadtests import bench, harness, metrics_text, phases
 from loadtests.workload import Pair, load_pairs, pretokenize
 from service.config import Settings
@@ -119,52 +117,6 @@ class Reasoned:
 
 Direct = Callable[[Pair], Awaitable[None]]
 Reason = Callable[[Pair], Awaitable[Reasoned]]
-Scrape = Callable[[], Awaitable[str]]  # the server's /metrics page
-
-# vLLM's own counters, on both servers' /metrics (the service shows its in-process engine's):
-# what the engine did in the window, apart from what the clients saw.
-ENGINE_COUNTERS: Final = {
-    "steps": "vllm:iteration_tokens_total_count",  # one observation per engine step
-    "step_tokens": "vllm:iteration_tokens_total_sum",
-    "prompt_tokens": "vllm:prompt_tokens_total",
-    "cached_prompt_tokens": "vllm:prompt_tokens_cached_total",
-    "generation_tokens": "vllm:generation_tokens_total",
-    "requests": "vllm:request_success_total",
-}
-SCRAPE_TIMEOUT_S: Final = 5.0
-
-
-class EngineWindow:
-    """vLLM's counters at the window's two ends: engine steps/s and what a step held.
-    (vLLM's running-requests gauge is not used: under its own server it read 1-2 while every
-    step generated for 7-8 requests.)"""
-
-    def __init__(self, scrape: Scrape) -> None:
-        self._scrape = scrape
-        self._start: dict[str, float] = {}
-
-    async def _counts(self) -> dict[str, float]:
-        text = await asyncio.wait_for(self._scrape(), SCRAPE_TIMEOUT_S)
-        return {k: metrics_text.sample_sum(text, n) for k, n in ENGINE_COUNTERS.items()}
-
-    async def open(self) -> None:
-        self._start = await self._counts()
-
-    async def close(self, window_s: float) -> dict[str, Any]:
-        end = await self._counts()
-        d = {k: end[k] - self._start[k] for k in ENGINE_COUNTERS}
-        steps = max(d["steps"], 1.0)
-        return {
-            "steps_per_s": d["steps"] / window_s,
-            "tokens_per_step": d["step_tokens"] / steps,
-            # about the requests decoding in a step: how full the batch was kept
-            "generation_tokens_per_step": d["generation_tokens"] / steps,
-            "generation_tokens_per_s": d["generation_tokens"] / window_s,
-            "computed_prompt_tokens_per_s": (d["prompt_tokens"] - d["cached_prompt_tokens"])
-            / window_s,
-            "engine_requests_per_s": d["requests"] / window_s,
-            "counts": d,
-        }
 
 
 async def spaced(
@@ -190,7 +142,7 @@ async def warm_up(direct: Direct, reason: Reason, plan: Plan, work: Work) -> Non
 
 
 async def measure(
-    direct: Direct, reason: Reason, plan: Plan, work: Work, scrape: Scrape
+    direct: Direct, reason: Reason, plan: Plan, work: Work, scrape: metrics_text.Scrape
 ) -> dict[str, Any]:
     began = time.perf_counter()
     await warm_up(direct, reason, plan, work)
@@ -211,7 +163,7 @@ async def measure(
     clients = [asyncio.create_task(reasoner(k)) for k in range(plan.reasoning_clients)]
     try:
         await asyncio.sleep(plan.ramp_s)
-        engine = EngineWindow(scrape)
+        engine = metrics_text.EngineWindow(scrape)
         await engine.open()
         loaded, start, end = await spaced(direct, work.loaded, plan.direct_gap_s)
         engine_window = await engine.close(end - start)
@@ -269,16 +221,7 @@ async def run_ours(
                 # generated_tokens counts the rationale and the one verdict token
                 return Reasoned(int(usage["generated_tokens"]) - 1, int(usage["engine_calls"]))
 
-            return await measure(direct, reason, plan, work, scrape_with(client))
-
-
-def scrape_with(client: httpx.AsyncClient) -> Scrape:
-    async def scrape() -> str:
-        r = await client.get("/metrics")
-        r.raise_for_status()
-        return r.text
-
-    return scrape
+            return await measure(direct, reason, plan, work, metrics_text.scrape_with(client))
 
 
 class VLLMPrompts:
@@ -314,7 +257,7 @@ async def run_vllm(
                 await phases.verdict(client, prompt, ids.labels)
                 return Reasoned(len(rationale), 2)
 
-            return await measure(direct, reason, plan, work, scrape_with(client))
+            return await measure(direct, reason, plan, work, metrics_text.scrape_with(client))
 
 
 def ratio(ours: float, vllm: float) -> float | None:

@@ -296,6 +296,20 @@ def check_precision(result: dict[str, Any], stdout: str, out: Path) -> None:
 
 
 # module -> the further checks of its smoke record's results, its stdout and its --out folder
+def check_judge_throughput(result: dict[str, Any], stdout: str, out: Path) -> None:
+    """The smoke's two modes (raw, ours) each with a rate, the ratio, and what its engine did
+    over its turns, read from vLLM's counters (the raw engine's from the benchmark's process)."""
+    (run,) = result["runs"]
+    assert run["ours_over_raw"] == pytest.approx(run["ours"] / run["raw"])
+    for mode in ("raw", "ours"):
+        assert run[mode] > 0
+        # every judgment is at least one engine step; a step holds at most the batch's tokens
+        assert 0 < 1 / run[f"{mode}_steps_a_judgment"] <= 4  # 4 concurrent clients
+        assert 0 < run[f"{mode}_tokens_a_step"] <= 2048
+        assert 0 <= run[f"{mode}_cached_share"] < 1
+    assert "engine steps a judgment" in stdout
+
+
 def check_mixed_load(result: dict[str, Any], stdout: str, out: Path) -> None:
     run = result["runs"][0]
     for name in ("ours", "vllm"):
@@ -330,5 +344,6 @@ CHECKS: dict[str, Callable[[dict[str, Any], str, Path], None]] = {
     "group_calls": check_group_calls,
     "precision": check_precision,
     "mixed_load": check_mixed_load,
+    "judge_throughput": check_judge_throughput,
     "models": check_models,
 }
