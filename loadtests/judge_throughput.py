@@ -128,7 +128,7 @@ async def one_run(
                 with FrontCPU(pids[mode], len(part)) as cpu:
                     seconds[mode] += len(part) / await drive(part, conc, ones[mode])
                 cpu_ms[mode] += cpu.ms * len(part)
-                counts[mode].update((await engine.close(1.0))["counts"])
+                counts[mode].update(await engine.delta())
     rates = {mode: len(work) / seconds[mode] for mode in order}
     for mode, key in (("vllm", "vllm_front_cpu_ms"), ("ours", "ours_front_cpu_ms")):
         if mode in order and pids[mode] is not None:

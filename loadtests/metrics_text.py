@@ -83,9 +83,13 @@ class EngineWindow:
     async def open(self) -> None:
         self._start = await self._counts()
 
-    async def close(self, window_s: float) -> dict[str, Any]:
+    async def delta(self) -> dict[str, float]:
+        """Each counter's growth since ``open``."""
         end = await self._counts()
-        d = {k: end[k] - self._start[k] for k in ENGINE_COUNTERS}
+        return {k: end[k] - self._start[k] for k in ENGINE_COUNTERS}
+
+    async def close(self, window_s: float) -> dict[str, Any]:
+        d = await self.delta()
         steps = max(d["steps"], 1.0)
         return {
             "steps_per_s": d["steps"] / window_s,
